@@ -1,4 +1,36 @@
-//! rebuno: durable agents for Rebuno.
+#![doc = include_str!("../docs/crate.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod agent;
+mod body;
+mod context;
+mod error;
+pub mod kernel;
+pub mod rt;
 mod secret;
 pub mod signing;
+mod step;
+mod tool;
+pub mod wire;
+
+pub use agent::{Agent, AgentBuilder, Dispatch, ResponseFuture};
+pub use body::Body;
+pub use context::{ExecutionContext, Scoped, execution};
+pub use error::{BoxError, Error, ErrorKind, HandlerError, Result};
 pub use secret::Secret;
+pub use step::{Step, step};
+pub use tool::{Idempotency, Tool, ToolBuilder, ToolSpec, define_tool};
+
+#[allow(dead_code)]
+fn _assert_impls() {
+    fn clone<T: Clone>() {}
+    clone::<Agent>();
+    clone::<ExecutionContext>();
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        fn send_sync<T: Send + Sync>() {}
+        send_sync::<Agent>();
+        send_sync::<ExecutionContext>();
+        send_sync::<Error>();
+    }
+}

@@ -5,6 +5,9 @@ use super::*;
 const D: &str = "01920000-0000-7000-8000-000000000001";
 const E: &str = "0192f1a0-0000-7000-8000-000000000000";
 
+/// method, target, dispatch id, attempt, body, expected signature
+type Vector<'a, T> = (&'a str, T, &'a str, &'a str, &'a [u8], &'a str);
+
 fn v1(
     method: &str,
     target: &str,
@@ -27,7 +30,7 @@ fn v1(
 #[test]
 fn official_request_vectors() {
     let ts = "1700000000";
-    let cases: [(&str, &str, &str, &str, &[u8], &str); 4] = [
+    let cases: [Vector<'_, &str>; 4] = [
         ("GET", "/v0/executions/alpha", "", "", b"",
          "v1=d0f262ef4226bcdf886ec35a7ce4cf77286055b563078faca8b307caa8ca5839"),
         ("POST", "/prefix/v0/executions/alpha%2Fbeta/steps?x=a%20b&x=%2F", D, "3",
@@ -52,7 +55,7 @@ fn official_request_vectors() {
 fn python_spaced_request_vectors() {
     let ts = "1760000000";
     let step = "66521f99e59c0a40d6a02e5e7af14682c3191d9761292dfc62e169bbbd752699";
-    let cases: [(&str, String, &str, &str, &[u8], &str); 7] = [
+    let cases: [Vector<'_, String>; 7] = [
         ("GET", format!("/v0/executions/{E}"), "", "", b"",
          "v1=eaba3fad5bf0fa62b0f6d3701002831323916dec39892ebbe7cece06b7bbe317"),
         ("GET", format!("/v0/executions/{E}/steps?status=terminal"), "", "", b"",

@@ -1,0 +1,219 @@
+//! Configuring an [`Agent`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::{Agent, Config, Inner};
+use crate::Secret;
+use crate::error::{Error, ErrorKind, Result};
+use crate::kernel::{BaseUrl, KernelClient, SharedTransport, Transport};
+use crate::rt::Runtime;
+
+/// The default agent → kernel request timeout.
+const DEFAULT_KERNEL_TIMEOUT: Duration = Duration::from_secs(35);
+
+/// Builds an [`Agent`]. Setters never fail; [`build`](Self::build) reports every problem at once.
+///
+/// ```no_run
+/// let agent = rebuno::Agent::builder("hello")
+///     .secret("dev-secret")               // or REBUNO_AGENT_SECRET
+///     .base_url("http://127.0.0.1:8080")  // or REBUNO_URL
+///     .build()?;
+/// # Ok::<(), rebuno::Error>(())
+/// ```
+#[derive(Debug)]
+#[must_use = "call `build()` to get an Agent"]
+pub struct AgentBuilder {
+    agent_id: String,
+    secret: Option<Secret>,
+    base_url: Option<String>,
+    webhook_path: String,
+    kernel_timeout: Duration,
+    description: Option<String>,
+    input_schema: Option<Value>,
+    runtime: Option<Runtime>,
+    transport: Option<SharedTransport>,
+}
+
+impl AgentBuilder {
+    pub(super) fn new(agent_id: String) -> Self {
+        Self {
+            agent_id,
+            secret: None,
+            base_url: None,
+            webhook_path: "/webhook".to_owned(),
+            kernel_timeout: DEFAULT_KERNEL_TIMEOUT,
+            description: None,
+            input_schema: None,
+            runtime: None,
+            transport: None,
+        }
+    }
+
+    /// The HMAC secret shared with the kernel. Defaults to `REBUNO_AGENT_SECRET`.
+    pub fn secret(mut self, secret: impl Into<Secret>) -> Self {
+        self.secret = Some(secret.into());
+        self
+    }
+
+    /// The kernel's URL, with any path prefix. Defaults to `REBUNO_URL`.
+    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = Some(url.into());
+        self
+    }
+
+    /// The path [`rebuno-hyper`](https://docs.rs/rebuno-hyper) serves the webhook on. Defaults
+    /// to `/webhook`. [`Agent::fetch`] itself answers on any path.
+    pub fn webhook_path(mut self, path: impl Into<String>) -> Self {
+        self.webhook_path = path.into();
+        self
+    }
+
+    /// Timeout of each agent → kernel request. Defaults to 35 s.
+    pub fn kernel_timeout(mut self, timeout: Duration) -> Self {
+        self.kernel_timeout = timeout;
+        self
+    }
+
+    /// A description of the agent, published to the kernel.
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = Some(description.into());
+        self
+    }
+
+    /// The JSON Schema of the input, published to the kernel.
+    pub fn input_schema(mut self, schema: Value) -> Self {
+        self.input_schema = Some(schema);
+        self
+    }
+
+    /// Spawner, sleeper and clock. Defaults to [`Runtime::tokio`] with feature `rt-tokio`.
+    pub fn runtime(mut self, runtime: Runtime) -> Self {
+        self.runtime = Some(runtime);
+        self
+    }
+
+    /// How kernel requests are sent. Defaults to reqwest with feature `reqwest`.
+    pub fn transport(mut self, transport: impl Transport + 'static) -> Self {
+        self.transport = Some(SharedTransport::new(transport));
+        self
+    }
+
+    /// Checks the configuration and builds the agent.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Config`] naming every missing or invalid setting.
+    pub fn build(self) -> Result<Agent> {
+        let mut problems = Vec::new();
+        let secret = self
+            .secret
+            .or_else(|| env("REBUNO_AGENT_SECRET").map(Secret::new));
+        let secret = secret.filter(|s| !s.is_empty());
+        let base_url = self
+            .base_url
+            .or_else(|| env("REBUNO_URL"))
+            .filter(|u| !u.trim().is_empty());
+        if self.agent_id.trim().is_empty() {
+            problems.push("agent id must not be empty".to_owned());
+        }
+        if secret.is_none() {
+            problems.push("secret required (set REBUNO_AGENT_SECRET or call .secret())".to_owned());
+        }
+        if !self.webhook_path.starts_with('/') {
+            problems.push(format!(
+                "webhook path {:?} must start with '/'",
+                self.webhook_path
+            ));
+        }
+        if self.kernel_timeout.is_zero() {
+            problems.push("kernel timeout must be positive".to_owned());
+        }
+        let base = match base_url.as_deref().map(BaseUrl::parse) {
+            Some(Ok(base)) => Some(base),
+            Some(Err(error)) => {
+                problems.push(error.to_string());
+                None
+            }
+            None => {
+                problems
+                    .push("kernel URL required (set REBUNO_URL or call .base_url())".to_owned());
+                None
+            }
+        };
+        let runtime = self.runtime.or_else(default_runtime);
+        if runtime.is_none() {
+            problems.push("no runtime: enable feature `rt-tokio` or call .runtime()".to_owned());
+        }
+        let transport = match self.transport.map(Ok).or_else(default_transport) {
+            Some(Ok(transport)) => Some(transport),
+            Some(Err(error)) => {
+                problems.push(error.to_string());
+                None
+            }
+            None => {
+                problems
+                    .push("no transport: enable feature `reqwest` or call .transport()".to_owned());
+                None
+            }
+        };
+        match (secret, base, runtime, transport) {
+            (Some(secret), Some(base), Some(runtime), Some(transport)) if problems.is_empty() => {
+                let config = Config {
+                    agent_id: self.agent_id.clone(),
+                    webhook_path: self.webhook_path,
+                    description: self.description,
+                    input_schema: self.input_schema,
+                    base_url: base.as_string(),
+                };
+                let kernel = KernelClient::new(
+                    base,
+                    self.agent_id,
+                    secret.clone(),
+                    transport,
+                    runtime.clone(),
+                    self.kernel_timeout,
+                );
+                Ok(Agent {
+                    inner: Arc::new(Inner::new(config, secret, kernel, runtime)),
+                })
+            }
+            _ => Err(Error::new(
+                ErrorKind::Config,
+                format!("invalid agent configuration: {}", problems.join("; ")),
+            )),
+        }
+    }
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+#[cfg(feature = "rt-tokio")]
+fn default_runtime() -> Option<Runtime> {
+    Some(Runtime::tokio())
+}
+
+#[cfg(not(feature = "rt-tokio"))]
+fn default_runtime() -> Option<Runtime> {
+    None
+}
+
+#[cfg(feature = "reqwest")]
+fn default_transport() -> Option<Result<SharedTransport>> {
+    Some(
+        crate::kernel::ReqwestTransport::new()
+            .map(SharedTransport::new)
+            .map_err(|e| {
+                Error::new(ErrorKind::Config, "could not create the HTTP client").with_source(e)
+            }),
+    )
+}
+
+#[cfg(not(feature = "reqwest"))]
+fn default_transport() -> Option<Result<SharedTransport>> {
+    None
+}

@@ -1,0 +1,221 @@
+//! Webhook → acknowledgement (+ background run). Never spawns; the host keeps the run alive.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::future::Abortable;
+use http::{Method, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use serde_json::json;
+use tracing::Instrument;
+
+use super::Agent;
+use super::handler::ErasedHandler;
+use super::registry::{Admission, Ticket};
+use super::run::run_dispatch;
+use crate::body::Body;
+use crate::error::BoxError;
+use crate::kernel::Lease;
+use crate::rt::{MaybeSend, Task};
+use crate::signing::verify_webhook;
+use crate::wire::WebhookPayload;
+
+/// The largest webhook body accepted; real ones are about 200 bytes.
+const MAX_WEBHOOK_BODY: usize = 64 * 1024;
+
+/// The outcome of [`Agent::handle`]: the response to send now, and the run to keep alive after.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Dispatch {
+    /// `200` for an accepted (or repeated) dispatch, `4xx`/`5xx` otherwise.
+    pub response: http::Response<Body>,
+    /// The execution run. The host must drive it to completion after sending the response
+    /// (`tokio::spawn`, `ctx.wait_until`, a Lambda extension, ...); dropping it cancels the run,
+    /// and the kernel re-delivers once the lease expires.
+    pub background: Option<Task>,
+}
+
+impl Dispatch {
+    fn reply(status: StatusCode, code: &str, message: &str) -> Self {
+        let body = json!({ "code": code, "message": message }).to_string();
+        let response = http::Response::builder()
+            .status(status)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body));
+        Self {
+            response: response.unwrap_or_default(),
+            background: None,
+        }
+    }
+
+    fn ack(background: Option<Task>) -> Self {
+        Self {
+            response: http::Response::new(Body::empty()),
+            background,
+        }
+    }
+}
+
+impl Agent {
+    /// Verifies, parses and acknowledges a webhook without spawning anything.
+    ///
+    /// A bad or missing signature gets `401`, a malformed payload `400`, a non-POST `405`, a
+    /// webhook before [`bind`](Agent::bind) `503`. Otherwise `200`, with the run in
+    /// [`Dispatch::background`] unless the same attempt is already running.
+    pub async fn handle<B>(&self, request: http::Request<B>) -> Dispatch
+    where
+        B: http_body::Body<Data = Bytes> + MaybeSend + 'static,
+        B::Error: Into<BoxError>,
+    {
+        if request.method() != Method::POST {
+            return Dispatch::reply(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "webhooks are POST",
+            );
+        }
+        let (parts, body) = request.into_parts();
+        let Ok(collected) = Limited::new(body, MAX_WEBHOOK_BODY).collect().await else {
+            return Dispatch::reply(
+                StatusCode::BAD_REQUEST,
+                "validation_error",
+                "unreadable or oversized body",
+            );
+        };
+        let raw = collected.to_bytes();
+        let header = parts.headers.get("Rebuno-Signature").map(|v| v.as_bytes());
+        if verify_webhook(&self.inner.secret, &raw, header).is_err() {
+            tracing::warn!(
+                agent_id = self.id(),
+                "webhook refused: bad or missing signature"
+            );
+            return Dispatch::reply(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "bad or missing signature",
+            );
+        }
+        match parse(&raw) {
+            Ok((payload, lease)) => self.accept(payload, lease),
+            Err(message) => Dispatch::reply(StatusCode::BAD_REQUEST, "validation_error", &message),
+        }
+    }
+
+    /// Admits a verified dispatch and builds its background run.
+    fn accept(&self, payload: WebhookPayload, lease: Lease) -> Dispatch {
+        let Some(handler) = self.handler() else {
+            return Dispatch::reply(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "no handler bound",
+            );
+        };
+        match self.inner.registry.admit(&payload.execution_id, &lease) {
+            Admission::Duplicate => Dispatch::ack(None),
+            Admission::Run(ticket) => Dispatch::ack(Some(self.background(handler, ticket, lease))),
+        }
+    }
+
+    fn background(&self, handler: Arc<dyn ErasedHandler>, ticket: Ticket, lease: Lease) -> Task {
+        let span = tracing::info_span!(
+            "rebuno.dispatch",
+            agent_id = self.id(),
+            execution_id = ticket.execution_id.as_str(),
+            dispatch_id = lease.dispatch_id.as_str(),
+            attempt = lease.attempt,
+        );
+        let agent = self.clone();
+        Task::new(
+            async move {
+                agent.publish_metadata_once().await;
+                let run = run_dispatch(
+                    agent.inner.kernel.clone(),
+                    &*handler,
+                    &ticket.execution_id,
+                    lease,
+                );
+                if Abortable::new(run, ticket.abort).await.is_err() {
+                    tracing::info!("run stopped: superseded by a newer dispatch");
+                }
+                agent
+                    .inner
+                    .registry
+                    .finish(&ticket.execution_id, ticket.serial);
+            }
+            .instrument(span),
+        )
+    }
+
+    /// Publishes the description and input schema on the first dispatch; a failure is retried on
+    /// the next one and never blocks the run for long.
+    async fn publish_metadata_once(&self) {
+        let config = &self.inner.config;
+        if (config.description.is_none() && config.input_schema.is_none())
+            || self.inner.metadata_published.swap(true, Ordering::AcqRel)
+        {
+            return;
+        }
+        let metadata = json!({ "description": config.description, "input_schema": config.input_schema, "output_schema": null });
+        if let Err(error) = self
+            .inner
+            .kernel
+            .set_metadata(&config.agent_id, &metadata)
+            .await
+        {
+            tracing::warn!(%error, "publishing agent metadata failed");
+            if error.kind() == crate::ErrorKind::Network {
+                self.inner
+                    .metadata_published
+                    .store(false, Ordering::Release);
+            }
+        }
+    }
+}
+
+/// Parses the webhook body into its payload and lease.
+fn parse(raw: &[u8]) -> Result<(WebhookPayload, Lease), String> {
+    let payload: WebhookPayload =
+        serde_json::from_slice(raw).map_err(|e| format!("malformed webhook payload: {e}"))?;
+    if payload.execution_id.is_empty()
+        || payload.dispatch_id.is_empty()
+        || payload.dispatch_attempt == 0
+    {
+        return Err(
+            "webhook payload needs execution_id, dispatch_id and dispatch_attempt > 0".to_owned(),
+        );
+    }
+    let timeout = Duration::try_from_secs_f64(payload.lease_timeout_seconds)
+        .ok()
+        .filter(|t| !t.is_zero())
+        .ok_or_else(|| "lease_timeout_seconds must be a positive number".to_owned())?;
+    let lease = Lease {
+        dispatch_id: payload.dispatch_id.clone(),
+        attempt: payload.dispatch_attempt,
+        timeout,
+    };
+    Ok((payload, lease))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_need_every_field() {
+        let good = br#"{"execution_id":"e","dispatch_id":"d","dispatch_attempt":2,"lease_timeout_seconds":600.5}"#;
+        let (payload, lease) = parse(good).unwrap();
+        assert_eq!((payload.execution_id.as_str(), lease.attempt), ("e", 2));
+        assert_eq!(lease.timeout, Duration::from_millis(600_500));
+        for bad in [
+            &br#"{"execution_id":"e","dispatch_id":"d"}"#[..],
+            br#"{"execution_id":"","dispatch_id":"d","dispatch_attempt":1,"lease_timeout_seconds":1}"#,
+            br#"{"execution_id":"e","dispatch_id":"d","dispatch_attempt":0,"lease_timeout_seconds":1}"#,
+            br#"{"execution_id":"e","dispatch_id":"d","dispatch_attempt":1,"lease_timeout_seconds":-1}"#,
+            b"not json",
+        ] {
+            assert!(parse(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+        }
+    }
+}

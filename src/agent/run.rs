@@ -1,0 +1,123 @@
+//! The background run of one dispatch: fetch, decode, run under a heartbeat, complete or fail.
+
+use futures_util::future::{Either, select};
+use serde_json::Value;
+
+use super::failure::{failure_reason, input_invalid};
+use super::handler::ErasedHandler;
+use crate::context::ExecutionContext;
+use crate::error::{Error, ErrorKind, HandlerError};
+use crate::kernel::{KernelClient, Lease};
+
+/// How a handler run ended.
+enum Ending {
+    Output(Value),
+    Failure(String),
+    Stop(Error),
+}
+
+/// Runs `handler` for one dispatch of `execution_id`. Never fails: every outcome is recorded on
+/// the kernel or logged, and a lost dispatch is re-delivered by the kernel.
+pub(crate) async fn run_dispatch(
+    kernel: KernelClient,
+    handler: &dyn ErasedHandler,
+    execution_id: &str,
+    lease: Lease,
+) {
+    let execution = match kernel.get_execution(execution_id).await {
+        Ok(execution) => execution,
+        Err(error) => return log_stop(&error, "could not fetch the execution"),
+    };
+    if execution.status.is_terminal() {
+        tracing::debug!(status = ?execution.status, "execution already terminal; nothing to do");
+        return;
+    }
+    let context = ExecutionContext::new(kernel, &execution, lease);
+    let ending = match handler.start(execution.input) {
+        Ok(run) => ending(&context, heartbeating(&context, context.scope(run)).await),
+        Err(detail) => Ending::Failure(input_invalid(&detail)),
+    };
+    record(&context, ending).await;
+}
+
+/// Runs `handler` while renewing the lease; a superseded lease drops (cancels) the handler.
+async fn heartbeating<F>(context: &ExecutionContext, handler: F) -> Result<Value, HandlerError>
+where
+    F: std::future::Future<Output = Result<Value, HandlerError>>,
+{
+    let heartbeat = std::pin::pin!(heartbeat_loop(context));
+    let handler = std::pin::pin!(handler);
+    match select(handler, heartbeat).await {
+        Either::Left((outcome, _)) => outcome,
+        Either::Right((stopped, _)) => Err(stopped.into()),
+    }
+}
+
+/// Renews the lease until the kernel refuses it; returns the control flow it saw.
+async fn heartbeat_loop(context: &ExecutionContext) -> Error {
+    let interval = context.lease().heartbeat_interval();
+    loop {
+        context.kernel().runtime().sleep(interval).await;
+        match context
+            .kernel()
+            .heartbeat(context.id(), context.lease())
+            .await
+        {
+            Ok(()) => tracing::trace!("lease renewed"),
+            Err(error) if error.is_control_flow() => return context.note(error),
+            Err(error) => tracing::warn!(%error, "heartbeat failed; will retry"),
+        }
+    }
+}
+
+/// Classifies a finished handler run, letting remembered control flow win.
+fn ending(context: &ExecutionContext, outcome: Result<Value, HandlerError>) -> Ending {
+    if let Some(stop) = context.control_flow() {
+        return Ending::Stop(stop);
+    }
+    match outcome {
+        Ok(output) => Ending::Output(output),
+        Err(error) => match error.as_rebuno().filter(|e| e.is_control_flow()) {
+            Some(stop) => Ending::Stop(stop.clone_shallow()),
+            None => {
+                if error.as_rebuno().is_none() {
+                    tracing::error!(%error, "handler failed");
+                }
+                Ending::Failure(failure_reason(&error))
+            }
+        },
+    }
+}
+
+/// Completes or fails the execution; control flow ends the dispatch quietly.
+async fn record(context: &ExecutionContext, ending: Ending) {
+    let kernel = context.kernel();
+    let written = match ending {
+        Ending::Output(output) => {
+            let state = context.state();
+            kernel
+                .complete_execution(context.id(), context.lease(), &output, state.as_ref())
+                .await
+        }
+        Ending::Failure(reason) => {
+            kernel
+                .fail_execution(context.id(), context.lease(), &reason)
+                .await
+        }
+        Ending::Stop(stop) => {
+            return tracing::debug!(kind = ?stop.kind(), "dispatch ended by control flow");
+        }
+    };
+    if let Err(error) = written {
+        log_stop(&error, "could not record the outcome");
+    }
+}
+
+fn log_stop(error: &Error, what: &str) {
+    match error.kind() {
+        ErrorKind::Terminated | ErrorKind::LeaseSuperseded => {
+            tracing::debug!(%error, "{what}: dispatch no longer current")
+        }
+        _ => tracing::error!(%error, "{what}; the kernel will re-deliver"),
+    }
+}

@@ -1,0 +1,194 @@
+//! One durable effect: submit, then run the body, replay, or refuse, as the kernel decides.
+
+use std::future::Future;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tracing::Instrument;
+
+use super::ExecutionContext;
+use crate::error::{BoxError, Error, ErrorKind, Result, find_rebuno};
+use crate::kernel::api::StepSubmission;
+use crate::tool::Idempotency;
+use crate::wire::{Decision, StepDecision, error_message};
+
+/// A step as the SDK submits it.
+#[derive(Debug)]
+pub(crate) struct Effect<'a> {
+    pub(crate) kind: &'static str,
+    pub(crate) target: &'a str,
+    pub(crate) args: Value,
+    pub(crate) idempotency: Idempotency,
+    pub(crate) resources: &'a [String],
+}
+
+/// What an effect produced: a live value, or the recorded one.
+#[derive(Debug)]
+pub(crate) enum Outcome<R> {
+    Live(R),
+    Replayed(Value),
+}
+
+impl<R: DeserializeOwned> Outcome<R> {
+    /// The value, decoding a recorded one into `R`.
+    pub(crate) fn into_value(self, target: &str) -> Result<R> {
+        match self {
+            Self::Live(value) => Ok(value),
+            Self::Replayed(recorded) => serde_json::from_value(recorded).map_err(|e| {
+                Error::serde(
+                    &format!("the recorded result of {target} does not fit its type"),
+                    e,
+                )
+            }),
+        }
+    }
+}
+
+impl ExecutionContext {
+    /// Submits `effect`; on `proceed` runs `body` and records its outcome.
+    pub(crate) async fn run_effect<R, Fut>(
+        &self,
+        effect: Effect<'_>,
+        body: impl FnOnce() -> Fut,
+    ) -> Result<Outcome<R>>
+    where
+        R: Serialize,
+        Fut: Future<Output = std::result::Result<R, BoxError>>,
+    {
+        let span = tracing::info_span!(
+            "rebuno.step",
+            kind = effect.kind,
+            target = effect.target,
+            step_id = tracing::field::Empty
+        );
+        async {
+            let decision = self.submit(&effect).await?;
+            let step_id = decision.step_id.clone().unwrap_or_default();
+            tracing::Span::current().record("step_id", step_id.as_str());
+            match decision.decision {
+                Decision::Replay => replayed(decision, effect.target).map(Outcome::Replayed),
+                Decision::Proceed => self
+                    .run_live(effect.target, &step_id, body)
+                    .await
+                    .map(Outcome::Live),
+                _ => Err(self.refusal(decision)),
+            }
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn submit(&self, effect: &Effect<'_>) -> Result<StepDecision> {
+        self.guard()?;
+        let submission = StepSubmission {
+            kind: effect.kind,
+            target: effect.target,
+            args: &effect.args,
+            idempotency: effect.idempotency.as_str(),
+            resources: effect.resources,
+        };
+        self.kernel()
+            .submit_step(self.id(), self.lease(), &submission)
+            .await
+            .map_err(|e| self.note(e))
+    }
+
+    async fn run_live<R, Fut>(
+        &self,
+        target: &str,
+        step_id: &str,
+        body: impl FnOnce() -> Fut,
+    ) -> Result<R>
+    where
+        R: Serialize,
+        Fut: Future<Output = std::result::Result<R, BoxError>>,
+    {
+        if step_id.is_empty() {
+            return Err(Error::new(
+                ErrorKind::Protocol,
+                "kernel said proceed without a step_id",
+            ));
+        }
+        let value = match body().await {
+            Ok(value) => value,
+            Err(error) => return Err(self.body_failed(target, step_id, error).await),
+        };
+        let recorded = match serde_json::to_value(&value) {
+            Ok(recorded) => recorded,
+            Err(e) => return Err(self.body_failed(target, step_id, Box::new(e)).await),
+        };
+        self.guard()?;
+        let answer = self
+            .kernel()
+            .complete_step(self.id(), step_id, self.lease(), &recorded)
+            .await;
+        match answer.map_err(|e| self.note(e))?.decision {
+            Decision::ExecutionTerminal => Err(self.note(Error::terminated())),
+            _ => Ok(value),
+        }
+    }
+
+    /// Records a failed body and turns its error into the one the caller sees.
+    async fn body_failed(&self, target: &str, step_id: &str, error: BoxError) -> Error {
+        if let Some(found) = find_rebuno(&*error).filter(|e| passes_through(e)) {
+            return self.note(found.clone_shallow());
+        }
+        let message = error.to_string();
+        if self.guard().is_ok() {
+            let recorded = json!({ "message": message });
+            let answer = self
+                .kernel()
+                .fail_step(self.id(), step_id, self.lease(), &recorded)
+                .await;
+            if let Err(e) = answer.map_err(|e| self.note(e)) {
+                if e.is_control_flow() {
+                    return e;
+                }
+                tracing::warn!(error = %e, step_id, "could not record the step failure");
+            }
+        }
+        Error::new(ErrorKind::Tool, format!("{target}: {message}"))
+            .with_tool(target, Some(step_id))
+            .with_source(error)
+    }
+
+    /// The error for a decision that is neither proceed nor replay.
+    fn refusal(&self, decision: StepDecision) -> Error {
+        let reason = decision.reason.filter(|r| !r.is_empty());
+        match decision.decision {
+            Decision::Denied => {
+                let reason = reason.unwrap_or_else(|| "policy_denied".to_owned());
+                Error::new(ErrorKind::Policy, reason.clone())
+                    .with_reason(reason)
+                    .with_rule_id(decision.rule_id)
+            }
+            Decision::RateLimited => {
+                let reason = reason.unwrap_or_else(|| "rate_limit_exceeded".to_owned());
+                Error::new(ErrorKind::RateLimited, reason.clone()).with_reason(reason)
+            }
+            Decision::Blocked | Decision::ExecutionBlocked => self.note(Error::blocked()),
+            Decision::ExecutionTerminal => self.note(Error::terminated()),
+            other => Error::new(
+                ErrorKind::Protocol,
+                format!("unexpected step decision: {other:?}"),
+            ),
+        }
+    }
+}
+
+/// Errors a body may return that keep their own meaning instead of failing the step.
+fn passes_through(error: &Error) -> bool {
+    error.is_control_flow() || matches!(error.kind(), ErrorKind::Policy | ErrorKind::RateLimited)
+}
+
+fn replayed(decision: StepDecision, target: &str) -> Result<Value> {
+    match decision.error {
+        Some(error) => Err(Error::new(
+            ErrorKind::Tool,
+            format!("{target}: {}", error_message(&error)),
+        )
+        .with_tool(target, decision.step_id.as_deref())),
+        None => Ok(decision.result.unwrap_or(Value::Null)),
+    }
+}

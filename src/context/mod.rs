@@ -1,0 +1,188 @@
+//! The execution context: who is running, under which lease, and what control flow it has seen.
+
+mod ambient;
+mod effect;
+
+use std::fmt;
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde::Serialize;
+use serde_json::Value;
+
+pub use self::ambient::Scoped;
+pub(crate) use self::effect::Effect;
+use crate::error::{Error, ErrorKind, Result};
+use crate::kernel::{KernelClient, Lease};
+
+/// The execution a handler is running, reachable anywhere inside it through [`execution`].
+///
+/// Cheap to clone. It remembers control flow the kernel signalled (blocked, terminated,
+/// superseded), so a handler that swallows one of those errors still ends the dispatch
+/// correctly, and a superseded handler can no longer write.
+#[derive(Clone)]
+pub struct ExecutionContext {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    kernel: KernelClient,
+    id: String,
+    agent_id: String,
+    session: Option<String>,
+    input: Value,
+    lease: Lease,
+    control: Mutex<Option<ErrorKind>>,
+    state: Mutex<Option<Value>>,
+}
+
+/// The current execution.
+///
+/// # Errors
+///
+/// [`ErrorKind::Context`] outside a handler run by an [`Agent`](crate::Agent) (or a future
+/// wrapped with [`ExecutionContext::scope`]).
+///
+/// ```no_run
+/// # async fn handler(_: serde_json::Value) -> Result<String, rebuno::HandlerError> {
+/// let id = rebuno::execution()?.id().to_owned();
+/// # Ok(id) }
+/// ```
+pub fn execution() -> Result<ExecutionContext> {
+    ambient::current().ok_or_else(|| Error::outside_execution("rebuno::execution()"))
+}
+
+impl ExecutionContext {
+    pub(crate) fn new(
+        kernel: KernelClient,
+        execution: &crate::wire::Execution,
+        lease: Lease,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                kernel,
+                id: execution.id.clone(),
+                agent_id: execution.agent_id.clone(),
+                session: execution.session.clone(),
+                input: execution.input.clone(),
+                lease,
+                control: Mutex::new(None),
+                state: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The execution id.
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The agent running it.
+    pub fn agent_id(&self) -> &str {
+        &self.inner.agent_id
+    }
+
+    /// The session label, if the execution belongs to one.
+    pub fn session(&self) -> Option<&str> {
+        self.inner.session.as_deref()
+    }
+
+    /// The raw input, as created.
+    pub fn input(&self) -> &Value {
+        &self.inner.input
+    }
+
+    /// The dispatch this run was delivered under.
+    pub fn dispatch_id(&self) -> &str {
+        &self.inner.lease.dispatch_id
+    }
+
+    /// The delivery attempt, from 1.
+    pub fn dispatch_attempt(&self) -> u64 {
+        self.inner.lease.attempt
+    }
+
+    /// The state (or, failing that, the output) the previous execution of this session left.
+    /// `null` when there is none.
+    ///
+    /// # Errors
+    ///
+    /// When the kernel cannot be reached or refuses the request.
+    pub async fn previous(&self) -> Result<Value> {
+        self.inner.kernel.previous_state(&self.inner.id).await
+    }
+
+    /// Sets the state the next execution of this session reads with [`previous`](Self::previous).
+    /// It is sent when the handler completes.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Serde`] when `state` does not serialize to JSON.
+    pub fn set_state(&self, state: impl Serialize) -> Result<()> {
+        let value =
+            serde_json::to_value(state).map_err(|e| Error::serde("state is not JSON", e))?;
+        *lock(&self.inner.state) = Some(value);
+        Ok(())
+    }
+
+    /// Runs `future` with this context current, for work the handler moves to another task.
+    pub fn scope<F: Future>(&self, future: F) -> Scoped<F> {
+        Scoped::new(self.clone(), future)
+    }
+
+    pub(crate) fn kernel(&self) -> &KernelClient {
+        &self.inner.kernel
+    }
+
+    pub(crate) fn lease(&self) -> &Lease {
+        &self.inner.lease
+    }
+
+    pub(crate) fn state(&self) -> Option<Value> {
+        lock(&self.inner.state).clone()
+    }
+
+    /// Remembers `error` if it is control flow, and hands it back.
+    pub(crate) fn note(&self, error: Error) -> Error {
+        if error.is_control_flow() {
+            lock(&self.inner.control).get_or_insert(error.kind());
+        }
+        error
+    }
+
+    /// The control flow seen so far, as an error to end the dispatch with.
+    pub(crate) fn control_flow(&self) -> Option<Error> {
+        (*lock(&self.inner.control)).map(|kind| match kind {
+            ErrorKind::Blocked => Error::blocked(),
+            ErrorKind::Terminated => Error::terminated(),
+            _ => Error::superseded(),
+        })
+    }
+
+    /// Refuses to write once the dispatch was superseded or the execution is terminal.
+    pub(crate) fn guard(&self) -> Result<()> {
+        match *lock(&self.inner.control) {
+            Some(ErrorKind::LeaseSuperseded) => Err(Error::superseded()),
+            Some(ErrorKind::Terminated) => Err(Error::terminated()),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl fmt::Debug for ExecutionContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExecutionContext")
+            .field("id", &self.inner.id)
+            .field("agent_id", &self.inner.agent_id)
+            .field("dispatch_id", &self.inner.lease.dispatch_id)
+            .field("dispatch_attempt", &self.inner.lease.attempt)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Locks a mutex whose data stays consistent even if a holder panicked.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub(crate) use ambient::current;

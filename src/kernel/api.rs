@@ -1,0 +1,193 @@
+//! One method per agent route of the kernel (PROTOCOL.md §2.6).
+
+use bytes::Bytes;
+use http::Method;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::base_url::encode_segment;
+use super::{Call, KernelClient, Lease, Replayable};
+use crate::error::{Error, ErrorKind, Result};
+use crate::wire::{Execution, StepDecision};
+
+/// What a step is, as submitted to the kernel.
+#[derive(Debug, Serialize)]
+pub(crate) struct StepSubmission<'a> {
+    pub(crate) kind: &'a str,
+    pub(crate) target: &'a str,
+    pub(crate) args: &'a Value,
+    pub(crate) idempotency: &'a str,
+    pub(crate) resources: &'a [String],
+}
+
+impl KernelClient {
+    pub(crate) async fn get_execution(&self, execution_id: &str) -> Result<Execution> {
+        let path = format!("/v0/executions/{}", encode_segment(execution_id));
+        self.read(&path).await
+    }
+
+    /// The state (or output) of the previous execution of the session.
+    pub(crate) async fn previous_state(&self, execution_id: &str) -> Result<Value> {
+        let path = format!("/v0/executions/{}/previous", encode_segment(execution_id));
+        let body: Value = self.read(&path).await?;
+        Ok(body.get("state").cloned().unwrap_or(Value::Null))
+    }
+
+    pub(crate) async fn submit_step(
+        &self,
+        execution_id: &str,
+        lease: &Lease,
+        step: &StepSubmission<'_>,
+    ) -> Result<StepDecision> {
+        let path = format!("/v0/executions/{}/steps", encode_segment(execution_id));
+        let body = encode(step)?;
+        self.write(&path, body, lease, Replayable::OnlyIfUnseen)
+            .await
+    }
+
+    pub(crate) async fn complete_step(
+        &self,
+        execution_id: &str,
+        step_id: &str,
+        lease: &Lease,
+        result: &Value,
+    ) -> Result<StepDecision> {
+        self.settle_step(
+            execution_id,
+            step_id,
+            "complete",
+            lease,
+            &json!({ "result": result }),
+        )
+        .await
+    }
+
+    pub(crate) async fn fail_step(
+        &self,
+        execution_id: &str,
+        step_id: &str,
+        lease: &Lease,
+        error: &Value,
+    ) -> Result<StepDecision> {
+        self.settle_step(
+            execution_id,
+            step_id,
+            "fail",
+            lease,
+            &json!({ "error": error }),
+        )
+        .await
+    }
+
+    async fn settle_step(
+        &self,
+        execution_id: &str,
+        step_id: &str,
+        verb: &str,
+        lease: &Lease,
+        body: &Value,
+    ) -> Result<StepDecision> {
+        let path = format!(
+            "/v0/executions/{}/steps/{}/{verb}",
+            encode_segment(execution_id),
+            encode_segment(step_id)
+        );
+        self.write(&path, encode(body)?, lease, Replayable::Yes)
+            .await
+    }
+
+    pub(crate) async fn heartbeat(&self, execution_id: &str, lease: &Lease) -> Result<()> {
+        let path = format!("/v0/executions/{}/heartbeat", encode_segment(execution_id));
+        self.mutate(&path, Bytes::new(), lease).await
+    }
+
+    pub(crate) async fn complete_execution(
+        &self,
+        execution_id: &str,
+        lease: &Lease,
+        output: &Value,
+        state: Option<&Value>,
+    ) -> Result<()> {
+        let path = format!("/v0/executions/{}/complete", encode_segment(execution_id));
+        let body = match state {
+            Some(state) if !state.is_null() => json!({ "output": output, "state": state }),
+            _ => json!({ "output": output }),
+        };
+        self.mutate(&path, encode(&body)?, lease).await
+    }
+
+    pub(crate) async fn fail_execution(
+        &self,
+        execution_id: &str,
+        lease: &Lease,
+        reason: &str,
+    ) -> Result<()> {
+        let path = format!("/v0/executions/{}/fail", encode_segment(execution_id));
+        self.mutate(&path, encode(&json!({ "error": reason }))?, lease)
+            .await
+    }
+
+    /// Publishes the agent's description and schemas.
+    pub(crate) async fn set_metadata(&self, agent_id: &str, metadata: &Value) -> Result<()> {
+        let path = format!("/v0/agents/{}/metadata", encode_segment(agent_id));
+        let call = Call {
+            method: Method::PUT,
+            path: &path,
+            body: encode(metadata)?,
+            lease: None,
+            replayable: Replayable::Yes,
+        };
+        self.send(call).await.map(drop)
+    }
+
+    async fn read<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
+        let call = Call {
+            method: Method::GET,
+            path,
+            body: Bytes::new(),
+            lease: None,
+            replayable: Replayable::Yes,
+        };
+        decode(self.send(call).await?.body())
+    }
+
+    async fn write<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: Bytes,
+        lease: &Lease,
+        replayable: Replayable,
+    ) -> Result<T> {
+        let call = Call {
+            method: Method::POST,
+            path,
+            body,
+            lease: Some(lease),
+            replayable,
+        };
+        decode(self.send(call).await?.body())
+    }
+
+    async fn mutate(&self, path: &str, body: Bytes, lease: &Lease) -> Result<()> {
+        let call = Call {
+            method: Method::POST,
+            path,
+            body,
+            lease: Some(lease),
+            replayable: Replayable::Yes,
+        };
+        self.send(call).await.map(drop)
+    }
+}
+
+fn encode(value: &impl Serialize) -> Result<Bytes> {
+    serde_json::to_vec(value)
+        .map(Bytes::from)
+        .map_err(|e| Error::serde("could not encode a kernel request", e))
+}
+
+fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T> {
+    serde_json::from_slice(body)
+        .map_err(|e| Error::new(ErrorKind::Protocol, "unexpected kernel response").with_source(e))
+}

@@ -1,0 +1,97 @@
+//! The kernel's base URL, split so the signed request target includes any path prefix.
+
+use http::Uri;
+
+use crate::error::{Error, ErrorKind, Result};
+
+/// `scheme://authority` plus an optional path prefix without a trailing slash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BaseUrl {
+    origin: String,
+    prefix: String,
+}
+
+impl BaseUrl {
+    /// Parses `http://host:port[/prefix]`.
+    pub(crate) fn parse(url: &str) -> Result<Self> {
+        let invalid =
+            |why: &str| Error::new(ErrorKind::Config, format!("kernel URL {url:?} {why}"));
+        let uri: Uri = url
+            .trim()
+            .parse()
+            .map_err(|_| invalid("is not a valid URL"))?;
+        let scheme = uri.scheme_str().ok_or_else(|| invalid("has no scheme"))?;
+        if scheme != "http" && scheme != "https" {
+            return Err(invalid("must use http or https"));
+        }
+        let authority = uri.authority().ok_or_else(|| invalid("has no host"))?;
+        if uri.query().is_some() {
+            return Err(invalid("must not have a query"));
+        }
+        Ok(Self {
+            origin: format!("{scheme}://{authority}"),
+            prefix: uri.path().trim_end_matches('/').to_owned(),
+        })
+    }
+
+    /// The request target to sign and send: prefix + path (path starts with `/v0/`).
+    pub(crate) fn target(&self, path: &str) -> String {
+        format!("{}{path}", self.prefix)
+    }
+
+    /// The absolute URI of a request target.
+    pub(crate) fn uri(&self, target: &str) -> String {
+        format!("{}{target}", self.origin)
+    }
+
+    /// The URL as configured, without a trailing slash.
+    pub(crate) fn as_string(&self) -> String {
+        format!("{}{}", self.origin, self.prefix)
+    }
+}
+
+/// Percent-encodes one path segment (everything but RFC 3986 unreserved characters).
+pub(crate) fn encode_segment(segment: &str) -> String {
+    let mut out = String::with_capacity(segment.len());
+    for byte in segment.bytes() {
+        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_are_part_of_the_signed_target() {
+        let base = BaseUrl::parse("http://kernel:8080/prefix/").unwrap();
+        assert_eq!(base.target("/v0/executions/e"), "/prefix/v0/executions/e");
+        assert_eq!(
+            base.uri(&base.target("/v0/x")),
+            "http://kernel:8080/prefix/v0/x"
+        );
+        assert_eq!(BaseUrl::parse("http://k").unwrap().target("/v0/x"), "/v0/x");
+    }
+
+    #[test]
+    fn bad_urls_are_config_errors() {
+        for url in ["", "kernel:8080", "ftp://k", "http://k/?q=1"] {
+            assert_eq!(
+                BaseUrl::parse(url).unwrap_err().kind(),
+                ErrorKind::Config,
+                "{url}"
+            );
+        }
+    }
+
+    #[test]
+    fn segments_are_escaped() {
+        assert_eq!(encode_segment("alpha/beta gamma"), "alpha%2Fbeta%20gamma");
+        assert_eq!(encode_segment("a-b_c.d~e"), "a-b_c.d~e");
+    }
+}

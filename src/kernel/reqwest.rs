@@ -1,0 +1,95 @@
+//! The default [`Transport`]: reqwest (hyper on native targets, `fetch` on wasm32).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::transport::{Transport, TransportError, TransportErrorKind, TransportFuture};
+
+/// Sends kernel requests with a shared `reqwest::Client`.
+///
+/// On native targets it needs a Tokio runtime at call time and never follows redirects. On wasm32
+/// it uses the host's `fetch`.
+#[derive(Debug, Clone)]
+pub struct ReqwestTransport {
+    client: reqwest::Client,
+}
+
+impl ReqwestTransport {
+    /// A transport with a new connection pool.
+    ///
+    /// # Errors
+    ///
+    /// When the TLS backend cannot be initialised.
+    pub fn new() -> Result<Self, TransportError> {
+        client()
+            .map(|client| Self { client })
+            .map_err(|e| TransportError::new(TransportErrorKind::Other, e))
+    }
+
+    /// A transport over an existing client (its redirect policy should be `none`).
+    pub fn with_client(client: reqwest::Client) -> Self {
+        Self { client }
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn client() -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+}
+
+#[cfg(target_arch = "wasm32")]
+fn client() -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder().build()
+}
+
+impl Transport for ReqwestTransport {
+    fn send(&self, request: http::Request<Bytes>, timeout: Duration) -> TransportFuture {
+        let client = self.client.clone();
+        Box::pin(async move {
+            let mut request = reqwest::Request::try_from(request).map_err(classify)?;
+            *request.timeout_mut() = Some(timeout);
+            let response = client.execute(request).await.map_err(classify)?;
+            into_http(response).await
+        })
+    }
+}
+
+async fn into_http(response: reqwest::Response) -> Result<http::Response<Bytes>, TransportError> {
+    let mut builder = http::Response::builder().status(response.status());
+    if let Some(headers) = builder.headers_mut() {
+        headers.extend(
+            response
+                .headers()
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone())),
+        );
+    }
+    let body = response.bytes().await.map_err(classify)?;
+    builder
+        .body(body)
+        .map_err(|e| TransportError::new(TransportErrorKind::Other, e))
+}
+
+fn classify(error: reqwest::Error) -> TransportError {
+    let kind = if error.is_timeout() {
+        TransportErrorKind::Timeout
+    } else if is_connect(&error) {
+        TransportErrorKind::Connect
+    } else {
+        TransportErrorKind::Other
+    };
+    TransportError::new(kind, error)
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn is_connect(error: &reqwest::Error) -> bool {
+    error.is_connect()
+}
+
+#[cfg(target_arch = "wasm32")]
+fn is_connect(_: &reqwest::Error) -> bool {
+    false
+}

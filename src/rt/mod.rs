@@ -1,0 +1,184 @@
+//! Runtime capabilities the core needs but never chooses: spawning, sleeping and the clock.
+//!
+//! The core builds for `wasm32-unknown-unknown` without Tokio, so every host hands these in:
+//! the hyper and Lambda adapters use [`TokioRuntime`](crate::rt::TokioRuntime) (feature
+//! `rt-tokio`), the Workers adapter uses `ctx.wait_until` and `worker::Delay`, and tests can use
+//! their own.
+
+mod maybe;
+#[cfg(feature = "rt-tokio")]
+mod tokio;
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+#[cfg(feature = "rt-tokio")]
+pub use self::tokio::TokioRuntime;
+pub use maybe::{BoxFuture, MaybeSend, MaybeSync};
+
+/// Background work the host must keep alive until it completes: an acknowledged dispatch.
+///
+/// Dropping a `Task` cancels it.
+#[must_use = "a Task does nothing unless it is spawned or awaited"]
+pub struct Task(BoxFuture<'static, ()>);
+
+impl Task {
+    /// Wraps a future as a task.
+    pub fn new(future: impl Future<Output = ()> + MaybeSend + 'static) -> Self {
+        Self(Box::pin(future))
+    }
+}
+
+impl Future for Task {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+impl fmt::Debug for Task {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Task")
+    }
+}
+
+/// A delay produced by a [`Sleep`] implementation.
+#[must_use = "a Delay does nothing unless awaited"]
+pub struct Delay(BoxFuture<'static, ()>);
+
+impl Delay {
+    /// Wraps a future that resolves when the delay has passed.
+    pub fn new(future: impl Future<Output = ()> + MaybeSend + 'static) -> Self {
+        Self(Box::pin(future))
+    }
+}
+
+impl Future for Delay {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+impl fmt::Debug for Delay {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Delay")
+    }
+}
+
+/// Runs detached work for as long as the host allows.
+///
+/// The handle is `Send + Sync` on every target (so it fits in `http::Extensions`); the task it
+/// runs is only [`MaybeSend`].
+pub trait Spawn: Send + Sync + fmt::Debug {
+    /// Starts `task` in the background.
+    fn spawn(&self, task: Task);
+}
+
+/// Produces delays. Implementations must not block the thread.
+pub trait Sleep: Send + Sync + fmt::Debug {
+    /// A future that resolves after `duration`.
+    fn sleep(&self, duration: Duration) -> Delay;
+}
+
+/// Wall-clock time in whole Unix seconds, for `Rebuno-Timestamp`.
+pub trait Clock: Send + Sync + fmt::Debug {
+    /// Seconds since the Unix epoch.
+    fn unix_seconds(&self) -> u64;
+}
+
+/// The system clock: `std` on native targets, `Date.now()` on wasm32.
+#[derive(Debug, Clone, Copy, Default)]
+#[non_exhaustive]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    #[allow(clippy::disallowed_methods)] // the one place the core reads the wall clock
+    fn unix_seconds(&self) -> u64 {
+        web_time::SystemTime::now()
+            .duration_since(web_time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.as_secs())
+    }
+}
+
+/// The capabilities an [`Agent`](crate::Agent) runs on, cheap to clone.
+///
+/// ```
+/// # #[cfg(feature = "rt-tokio")] {
+/// let runtime = rebuno::rt::Runtime::tokio();
+/// # let _ = runtime; }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Runtime {
+    spawn: Arc<dyn Spawn>,
+    sleep: Arc<dyn Sleep>,
+    clock: Arc<dyn Clock>,
+}
+
+impl Runtime {
+    /// Assembles a runtime from its three capabilities.
+    pub fn new(
+        spawn: impl Spawn + 'static,
+        sleep: impl Sleep + 'static,
+        clock: impl Clock + 'static,
+    ) -> Self {
+        Self {
+            spawn: Arc::new(spawn),
+            sleep: Arc::new(sleep),
+            clock: Arc::new(clock),
+        }
+    }
+
+    /// The Tokio runtime with the system clock.
+    #[cfg(feature = "rt-tokio")]
+    pub fn tokio() -> Self {
+        let rt = TokioRuntime::new();
+        Self::new(rt.clone(), rt, SystemClock)
+    }
+
+    /// The same runtime with another spawner (the adapters use this per request).
+    pub fn with_spawn(&self, spawn: Arc<dyn Spawn>) -> Self {
+        Self {
+            spawn,
+            ..self.clone()
+        }
+    }
+
+    /// Starts `task` in the background.
+    pub fn spawn(&self, task: Task) {
+        self.spawn.spawn(task);
+    }
+
+    /// A future that resolves after `duration`.
+    pub fn sleep(&self, duration: Duration) -> Delay {
+        self.sleep.sleep(duration)
+    }
+
+    /// Seconds since the Unix epoch.
+    pub fn unix_seconds(&self) -> u64 {
+        self.clock.unix_seconds()
+    }
+
+    /// The spawner handle.
+    pub fn spawner(&self) -> Arc<dyn Spawn> {
+        Arc::clone(&self.spawn)
+    }
+}
+
+/// A request extension that tells [`Agent::fetch`](crate::Agent::fetch) where to run the
+/// acknowledged dispatch. Host adapters insert it per request.
+#[derive(Clone, Debug)]
+pub struct Spawner(pub Arc<dyn Spawn>);
+
+impl Spawner {
+    /// Starts `task` in the background.
+    pub fn spawn(&self, task: Task) {
+        self.0.spawn(task);
+    }
+}

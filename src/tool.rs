@@ -1,0 +1,265 @@
+//! Tools: actions routed through the kernel, recorded as `tool_call` steps.
+
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::context::{Effect, current};
+use crate::error::{BoxError, Error, ErrorKind, Result};
+use crate::rt::{BoxFuture, MaybeSend, MaybeSync};
+
+/// Whether a step may run again when a dispatch replays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Idempotency {
+    /// Reads and anything else fine to run again: a step that never completed runs again.
+    #[default]
+    SafeToRetry,
+    /// Destructive work (send an email, charge a card): if a resumed dispatch finds the step
+    /// already executing, the kernel fails it as `indeterminate` and the call returns a
+    /// [`ErrorKind::Tool`] error so the handler can reconcile.
+    AtMostOnce,
+}
+
+impl Idempotency {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SafeToRetry => "safe_to_retry",
+            Self::AtMostOnce => "at_most_once",
+        }
+    }
+}
+
+/// What a tool is, as frameworks and LLMs see it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ToolSpec {
+    /// The tool id both the LLM and the kernel see.
+    pub name: String,
+    /// Shown to the LLM.
+    pub description: String,
+    /// JSON Schema of the arguments, for frameworks that read it.
+    pub input_schema: Option<Value>,
+    /// Replay behaviour.
+    pub idempotency: Idempotency,
+    /// Registered resources the tool may change.
+    pub resources: Vec<String>,
+}
+
+/// Starts defining a tool named `name`.
+///
+/// ```no_run
+/// use serde::Deserialize;
+///
+/// #[derive(serde::Serialize, Deserialize)]
+/// struct Search { query: String }
+///
+/// let search = rebuno::define_tool("search")
+///     .description("Search the corpus")
+///     .execute(|args: Search| async move {
+///         Ok::<_, std::io::Error>(vec![format!("result for {}", args.query)])
+///     });
+/// # async fn run(search: rebuno::Tool<Search, Vec<String>>) -> rebuno::Result<()> {
+/// let hits = search.call(Search { query: "rust".into() }).await?;
+/// # Ok(()) }
+/// ```
+pub fn define_tool(name: impl Into<String>) -> ToolBuilder {
+    ToolBuilder {
+        spec: ToolSpec {
+            name: name.into(),
+            description: String::new(),
+            input_schema: None,
+            idempotency: Idempotency::default(),
+            resources: Vec::new(),
+        },
+    }
+}
+
+/// Builds a [`Tool`]; finish with [`execute`](Self::execute).
+#[derive(Debug, Clone)]
+#[must_use = "a ToolBuilder does nothing until `execute` is called"]
+pub struct ToolBuilder {
+    spec: ToolSpec,
+}
+
+impl ToolBuilder {
+    /// The description shown to the LLM.
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.spec.description = description.into();
+        self
+    }
+
+    /// The JSON Schema of the arguments.
+    pub fn input_schema(mut self, schema: Value) -> Self {
+        self.spec.input_schema = Some(schema);
+        self
+    }
+
+    /// Replay behaviour; the default is [`Idempotency::SafeToRetry`].
+    pub fn idempotency(mut self, idempotency: Idempotency) -> Self {
+        self.spec.idempotency = idempotency;
+        self
+    }
+
+    /// The registered resources the tool may change.
+    pub fn resources<I, S>(mut self, keys: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.spec.resources = keys.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The body: runs only when the kernel says `proceed`.
+    pub fn execute<A, R, E, F, Fut>(self, body: F) -> Tool<A, R>
+    where
+        F: Fn(A) -> Fut + MaybeSend + MaybeSync + 'static,
+        Fut: Future<Output = std::result::Result<R, E>> + MaybeSend + 'static,
+        E: Into<BoxError>,
+    {
+        let body = move |args: A| {
+            let future = body(args);
+            Box::pin(async move { future.await.map_err(Into::into) }) as BoxFuture<'static, _>
+        };
+        Tool {
+            spec: Arc::new(self.spec),
+            body: Arc::new(body),
+            _types: PhantomData,
+        }
+    }
+}
+
+/// A tool body with its types erased to one shape.
+trait Body<A, R>: MaybeSend + MaybeSync {
+    fn run(&self, args: A) -> BoxFuture<'static, std::result::Result<R, BoxError>>;
+}
+
+impl<A, R, F> Body<A, R> for F
+where
+    F: Fn(A) -> BoxFuture<'static, std::result::Result<R, BoxError>> + MaybeSend + MaybeSync,
+{
+    fn run(&self, args: A) -> BoxFuture<'static, std::result::Result<R, BoxError>> {
+        self(args)
+    }
+}
+
+/// A durable tool: every call is submitted to the kernel first, so policy applies, recorded
+/// results replay on resume, and the call shows in the audit trail.
+///
+/// Cheap to clone.
+pub struct Tool<A, R> {
+    spec: Arc<ToolSpec>,
+    body: Arc<dyn Body<A, R>>,
+    _types: PhantomData<fn(A) -> R>,
+}
+
+impl<A, R> Clone for Tool<A, R> {
+    fn clone(&self) -> Self {
+        Self {
+            spec: Arc::clone(&self.spec),
+            body: Arc::clone(&self.body),
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<A, R> fmt::Debug for Tool<A, R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Tool").field(&self.spec).finish()
+    }
+}
+
+impl<A, R> Tool<A, R> {
+    /// The tool's name, description, schema, idempotency and resources.
+    pub fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    /// The tool id.
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+}
+
+impl<A, R> Tool<A, R>
+where
+    A: Serialize + MaybeSend + 'static,
+    R: Serialize + DeserializeOwned + MaybeSend + 'static,
+{
+    /// Calls the tool durably.
+    ///
+    /// # Errors
+    ///
+    /// * [`ErrorKind::Policy`] when policy denies the call (see [`call_json`](Self::call_json)
+    ///   for the LLM-facing form that turns a denial into a result string);
+    /// * [`ErrorKind::Tool`] when the body fails now or failed when recorded, including the
+    ///   `indeterminate` outcome of an interrupted [`Idempotency::AtMostOnce`] call;
+    /// * control flow ([`ErrorKind::Blocked`], [`ErrorKind::Terminated`],
+    ///   [`ErrorKind::LeaseSuperseded`]) to propagate with `?`;
+    /// * [`ErrorKind::Context`] outside an execution.
+    pub async fn call(&self, args: A) -> Result<R> {
+        let context = current()
+            .ok_or_else(|| Error::outside_execution(&format!("tool {:?}", self.spec.name)))?;
+        let recorded = serde_json::to_value(&args)
+            .map_err(|e| Error::serde("tool arguments are not JSON", e))?;
+        let effect = Effect {
+            kind: "tool_call",
+            target: &self.spec.name,
+            args: recorded,
+            idempotency: self.spec.idempotency,
+            resources: &self.spec.resources,
+        };
+        let body = Arc::clone(&self.body);
+        let outcome = context.run_effect(effect, move || body.run(args)).await?;
+        outcome.into_value(&self.spec.name)
+    }
+}
+
+impl<A, R> Tool<A, R>
+where
+    A: Serialize + DeserializeOwned + MaybeSend + 'static,
+    R: Serialize + DeserializeOwned + MaybeSend + 'static,
+{
+    /// Calls the tool with JSON arguments, the way an LLM framework does.
+    ///
+    /// A policy denial does not fail: it returns the string
+    /// `"<name> not allowed. reason: <reason>"` as the result, so the model can pick another
+    /// path.
+    ///
+    /// # Errors
+    ///
+    /// As [`call`](Self::call), except denials; and [`ErrorKind::Serde`] when `args` do not fit
+    /// the tool's argument type.
+    pub async fn call_json(&self, args: Value) -> Result<Value> {
+        let typed: A = serde_json::from_value(args).map_err(|e| {
+            Error::serde(
+                &format!("arguments do not fit tool {:?}", self.spec.name),
+                e,
+            )
+        })?;
+        match self.call(typed).await {
+            Ok(result) => {
+                serde_json::to_value(result).map_err(|e| Error::serde("tool result is not JSON", e))
+            }
+            Err(error) => denial_as_result(&self.spec.name, error),
+        }
+    }
+}
+
+/// Turns a policy denial into the result string an LLM reads; passes other errors on.
+pub(crate) fn denial_as_result(name: &str, error: Error) -> Result<Value> {
+    if error.kind() == ErrorKind::Policy {
+        let reason = error.reason().unwrap_or("policy_denied");
+        return Ok(Value::String(format!(
+            "{name} not allowed. reason: {reason}"
+        )));
+    }
+    Err(error)
+}

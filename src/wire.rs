@@ -1,0 +1,262 @@
+//! JSON shapes of the Rebuno protocol (PROTOCOL.md §2.3, §2.4, §4).
+//!
+//! Deserialization is lenient: unknown fields are ignored and empty lists may be `null`, so a
+//! newer kernel never breaks an older SDK.
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+/// The body of a kernel → agent webhook.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct WebhookPayload {
+    /// The execution to run.
+    pub execution_id: String,
+    /// The dispatch (delivery) this webhook belongs to.
+    pub dispatch_id: String,
+    /// The delivery attempt, from 1.
+    pub dispatch_attempt: u64,
+    /// The lease period; the agent heartbeats well within it.
+    pub lease_timeout_seconds: f64,
+}
+
+/// Status of an execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ExecutionStatus {
+    /// Created, waiting for its session to free.
+    Pending,
+    /// Dispatched to its agent.
+    Running,
+    /// Waiting on an approval or on subagents.
+    Blocked,
+    /// Finished with an output.
+    Completed,
+    /// Finished with a failure reason.
+    Failed,
+    /// Cancelled by a client, a deadline or its parent.
+    Cancelled,
+    /// A status this SDK does not know.
+    #[serde(other)]
+    Unknown,
+}
+
+impl ExecutionStatus {
+    /// Whether the execution can no longer change.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Self::Completed | Self::Failed | Self::Cancelled)
+    }
+}
+
+/// The step that spawned a subagent execution.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct SpawnedBy {
+    /// The parent execution.
+    pub execution_id: String,
+    /// The parent's tool step.
+    pub step_id: String,
+}
+
+/// An execution as the kernel reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Execution {
+    /// UUIDv7 id.
+    pub id: String,
+    /// The agent that runs it.
+    pub agent_id: String,
+    /// Current status.
+    pub status: ExecutionStatus,
+    /// The input it was created with (`null` when none).
+    #[serde(default)]
+    pub input: Value,
+    /// The output, once completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    /// Why it failed or was cancelled.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub failure_reason: String,
+    /// Session label, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// The previous completed execution of the session, or the explicit parent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_execution_id: Option<String>,
+    /// The execution this one was forked from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<String>,
+    /// The event sequence number the fork was taken at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fork_seq: Option<u64>,
+    /// The key that made creation idempotent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    /// Set when this is a subagent execution.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spawned_by: Option<SpawnedBy>,
+    /// Creation time (RFC 3339).
+    #[serde(default)]
+    pub created_at: String,
+    /// Last update time (RFC 3339).
+    #[serde(default)]
+    pub updated_at: String,
+}
+
+/// What the kernel decided about a submitted step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Decision {
+    /// Run the effect now.
+    Proceed,
+    /// Already recorded: use `result` or `error`.
+    Replay,
+    /// Refused by policy.
+    Denied,
+    /// Waiting on an approval, or parked by a rate limit.
+    Blocked,
+    /// Refused by a rate limit.
+    RateLimited,
+    /// The execution is blocked; new steps wait.
+    ExecutionBlocked,
+    /// The execution is terminal.
+    ExecutionTerminal,
+    /// A step outcome was recorded.
+    Recorded,
+    /// A decision this SDK does not know.
+    #[serde(other)]
+    Unknown,
+}
+
+/// A resource a live step touches, with whether a checkpoint is due after it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ResourceGeneration {
+    /// The resource key.
+    pub key: String,
+    /// Its generation after this step started.
+    pub generation: u64,
+    /// Whether the SDK should capture a checkpoint after the body.
+    #[serde(default)]
+    pub due: bool,
+}
+
+/// The kernel's answer to a step submit, complete or fail.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct StepDecision {
+    /// The decision.
+    pub decision: Decision,
+    /// The step, when one was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_id: Option<String>,
+    /// The recorded result of a replayed step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    /// The recorded error of a replayed step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Value>,
+    /// Why a step was denied, rate limited or parked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The policy rule behind a denial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_id: Option<String>,
+    /// The approval a blocked step waits on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<String>,
+    /// Resources this live step touches.
+    #[serde(
+        default,
+        deserialize_with = "null_as_empty",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub resources: Vec<ResourceGeneration>,
+}
+
+/// A recorded step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Step {
+    /// 64-hex step id.
+    pub step_id: String,
+    /// The execution it belongs to.
+    pub execution_id: String,
+    /// `tool_call`, `llm_call` or `local`.
+    pub kind: String,
+    /// Tool id, model id or step name.
+    pub target: String,
+    /// Status (`succeeded`, `failed`, `executing`, ...).
+    pub status: String,
+    /// The recorded result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    /// The recorded error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Value>,
+}
+
+/// The kernel's error envelope.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ErrorEnvelope {
+    /// Machine-readable code.
+    #[serde(default)]
+    pub code: String,
+    /// Human-readable message.
+    #[serde(default)]
+    pub message: String,
+}
+
+fn null_as_empty<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Vec<T>>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// The human-readable text of a recorded step error: its `message`, else its `reason`, else the
+/// JSON itself.
+pub(crate) fn error_message(error: &Value) -> String {
+    ["message", "reason"]
+        .iter()
+        .find_map(|key| {
+            error
+                .get(key)
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+        })
+        .map_or_else(|| error.to_string(), str::to_owned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decisions_parse_leniently() {
+        let replay: StepDecision = serde_json::from_str(
+            r#"{"decision":"replay","step_id":"s","result":{"ok":true},"resources":null,"extra":1}"#,
+        )
+        .unwrap();
+        assert_eq!(replay.decision, Decision::Replay);
+        assert_eq!(replay.result, Some(serde_json::json!({"ok": true})));
+        let future: StepDecision = serde_json::from_str(r#"{"decision":"teleport"}"#).unwrap();
+        assert_eq!(future.decision, Decision::Unknown);
+    }
+
+    #[test]
+    fn error_messages_prefer_message_then_reason() {
+        let indeterminate =
+            serde_json::json!({"reason": "indeterminate", "message": "outcome unknown"});
+        assert_eq!(error_message(&indeterminate), "outcome unknown");
+        assert_eq!(
+            error_message(&serde_json::json!({"reason": "approval_timeout"})),
+            "approval_timeout"
+        );
+        assert_eq!(error_message(&serde_json::json!(["x"])), "[\"x\"]");
+    }
+}
