@@ -3,6 +3,8 @@
 
 mod agent;
 mod body;
+mod client;
+mod config;
 mod context;
 mod error;
 pub mod kernel;
@@ -15,6 +17,7 @@ pub mod wire;
 
 pub use agent::{Agent, AgentBuilder, Dispatch, ResponseFuture};
 pub use body::Body;
+pub use client::{Client, ClientBuilder, CreateExecution, ListExecutions};
 pub use context::{ExecutionContext, Scoped, execution};
 pub use error::{BoxError, Error, ErrorKind, HandlerError, Result};
 pub use secret::Secret;
@@ -26,11 +29,13 @@ fn _assert_impls() {
     fn clone<T: Clone>() {}
     clone::<Agent>();
     clone::<ExecutionContext>();
+    clone::<Client>();
     #[cfg(not(target_arch = "wasm32"))]
     {
         fn send_sync<T: Send + Sync>() {}
         send_sync::<Agent>();
         send_sync::<ExecutionContext>();
         send_sync::<Error>();
+        send_sync::<Client>();
     }
 }

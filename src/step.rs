@@ -8,7 +8,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::context::{Effect, current};
-use crate::error::{BoxError, Error, Result};
+use crate::error::{Error, HandlerError, Result};
 use crate::tool::Idempotency;
 
 /// Runs `body` as a durable `local` step named `name`, or returns its recorded result.
@@ -28,7 +28,7 @@ use crate::tool::Idempotency;
 pub async fn step<R, E, F, Fut>(name: &str, body: F) -> Result<R>
 where
     R: Serialize + DeserializeOwned,
-    E: Into<BoxError>,
+    E: Into<HandlerError>,
     F: FnOnce() -> Fut,
     Fut: Future<Output = std::result::Result<R, E>>,
 {
@@ -88,7 +88,7 @@ impl Step {
     pub async fn run<R, E, F, Fut>(self, body: F) -> Result<R>
     where
         R: Serialize + DeserializeOwned,
-        E: Into<BoxError>,
+        E: Into<HandlerError>,
         F: FnOnce() -> Fut,
         Fut: Future<Output = std::result::Result<R, E>>,
     {
@@ -108,7 +108,7 @@ impl Step {
             resources: &self.resources,
         };
         let outcome = context
-            .run_effect(effect, || async { body().await.map_err(Into::into) })
+            .run_effect(effect, || async { body().await.map_err(|e| e.into().into_inner()) })
             .await?;
         outcome.into_value(&self.name)
     }

@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::context::{Effect, current};
-use crate::error::{BoxError, Error, ErrorKind, Result};
+use crate::error::{BoxError, Error, ErrorKind, HandlerError, Result};
 use crate::rt::{BoxFuture, MaybeSend, MaybeSync};
 
 /// Whether a step may run again when a dispatch replays.
@@ -122,11 +122,11 @@ impl ToolBuilder {
     where
         F: Fn(A) -> Fut + MaybeSend + MaybeSync + 'static,
         Fut: Future<Output = std::result::Result<R, E>> + MaybeSend + 'static,
-        E: Into<BoxError>,
+        E: Into<HandlerError>,
     {
         let body = move |args: A| {
             let future = body(args);
-            Box::pin(async move { future.await.map_err(Into::into) }) as BoxFuture<'static, _>
+            Box::pin(async move { future.await.map_err(|e| e.into().into_inner()) }) as BoxFuture<'static, _>
         };
         Tool {
             spec: Arc::new(self.spec),

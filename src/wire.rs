@@ -96,6 +96,12 @@ pub struct Execution {
     /// Set when this is a subagent execution.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spawned_by: Option<SpawnedBy>,
+    /// The end-user subject the execution acts for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_behalf_of: Option<String>,
+    /// On a fork response: how each resource was restored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restoration: Option<Value>,
     /// Creation time (RFC 3339).
     #[serde(default)]
     pub created_at: String,
@@ -259,4 +265,98 @@ mod tests {
         );
         assert_eq!(error_message(&serde_json::json!(["x"])), "[\"x\"]");
     }
+}
+
+/// One entry of an execution's event log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Event {
+    /// The execution.
+    pub execution_id: String,
+    /// 1-based position in the log.
+    pub event_seq: u64,
+    /// Event type, e.g. `step.succeeded`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Type-specific payload.
+    #[serde(default)]
+    pub payload: Value,
+    /// When it was appended (RFC 3339).
+    #[serde(default)]
+    pub occurred_at: String,
+}
+
+/// A page of executions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ExecutionPage {
+    /// Newest first.
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub executions: Vec<Execution>,
+    /// Pass as `cursor` for the next page; absent on the last one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// A human decision a `require_approval` policy rule waits for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Approval {
+    /// UUIDv7 id.
+    pub id: String,
+    /// The step waiting on it.
+    pub step_id: String,
+    /// The execution waiting on it.
+    pub execution_id: String,
+    /// `pending`, `granted`, `denied` or `expired`.
+    pub status: String,
+    /// Who may decide (empty: anyone).
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub approvers: Vec<String>,
+    /// The rule's message to the approver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Who decided.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_by: Option<String>,
+    /// Why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rationale: Option<String>,
+    /// When it expires (RFC 3339).
+    #[serde(default)]
+    pub timeout_at: String,
+    /// When it was requested (RFC 3339).
+    #[serde(default)]
+    pub created_at: String,
+}
+
+/// Where an execution can be forked, and which checkpoints cover which events.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ForkPoints {
+    /// The newest event sequence number.
+    pub latest_seq: u64,
+    /// Registered resources, with the seq each was registered at.
+    #[serde(default)]
+    pub resources: std::collections::BTreeMap<String, u64>,
+    /// Captured checkpoints.
+    #[serde(default, deserialize_with = "null_as_empty")]
+    pub checkpoints: Vec<Checkpoint>,
+}
+
+/// A captured checkpoint of a resource.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Checkpoint {
+    /// The resource key.
+    pub key: String,
+    /// The generation it captured.
+    pub generation: u64,
+    /// The driver's reference to the captured state.
+    pub checkpoint_ref: String,
+    /// The first event it covers.
+    pub covered_seq: u64,
+    /// The first event it no longer covers, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invalidated_seq: Option<u64>,
 }

@@ -1,1 +1,53 @@
-//! rebuno-devkernel
+//! An in-memory Rebuno kernel speaking the `/v0` protocol.
+//!
+//! `rebuno-devkernel` mirrors `rebuno dev` of the Go kernel: the same HTTP API, HMAC request
+//! signatures on agent routes, dispatch leases fenced by attempt, the step identity and submit
+//! algorithm, policies and approvals, all in memory. Examples start it in-process; tests use
+//! it as a harness for agents ([`DevKernel`]); the `rebuno-dev` binary serves it from a
+//! manifest.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel};
+//! use std::time::Duration;
+//!
+//! let kernel = DevKernel::start().await?;
+//! kernel.register_agent(AgentSpec::new("hello", "http://127.0.0.1:5000/webhook", "dev-secret"))?;
+//! let run = kernel
+//!     .create_execution(CreateExecution::new("hello", serde_json::json!({"name": "Ada"})))
+//!     .await?;
+//! let done = kernel.wait_terminal(run.id, Duration::from_secs(30)).await?;
+//! for event in kernel.events(run.id) {
+//!     println!("{} {}", event.event_seq, event.kind);
+//! }
+//! # let _ = done;
+//! # Ok(()) }
+//! ```
+//!
+//! Design: every execution lives behind its own lock; each mutation appends to the
+//! execution's event log and updates the status, step, dispatch and approval projections in
+//! the same critical section. Deliveries run as background tasks (one per due dispatch,
+//! delivered at once rather than polled); a sweeper reclaims expired leases and expires
+//! approvals.
+
+mod dispatcher;
+mod error;
+mod harness;
+mod http;
+pub mod identity;
+mod kernel;
+mod manifest;
+pub mod model;
+mod policy;
+mod store;
+mod usage;
+
+pub use error::KernelError;
+pub use harness::{AgentSpec, DevKernel, DevKernelBuilder, DevKernelError};
+pub use kernel::CreateExecution;
+pub use manifest::{Manifest, ManifestError};
+pub use model::{
+    Agent, Approval, ApprovalStatus, Event, Execution, ExecutionStatus, SpawnedBy, Step,
+    StepDecision, StepResource, StepStatus, Timestamp,
+};
+pub use policy::{Policy, PolicyError};

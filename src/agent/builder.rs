@@ -8,11 +8,9 @@ use serde_json::Value;
 use super::{Agent, Config, Inner};
 use crate::Secret;
 use crate::error::{Error, ErrorKind, Result};
-use crate::kernel::{BaseUrl, KernelClient, SharedTransport, Transport};
+use crate::config;
+use crate::kernel::{KernelClient, SharedTransport, Transport};
 use crate::rt::Runtime;
-
-/// The default agent → kernel request timeout.
-const DEFAULT_KERNEL_TIMEOUT: Duration = Duration::from_secs(35);
 
 /// Builds an [`Agent`]. Setters never fail; [`build`](Self::build) reports every problem at once.
 ///
@@ -44,7 +42,7 @@ impl AgentBuilder {
             secret: None,
             base_url: None,
             webhook_path: "/webhook".to_owned(),
-            kernel_timeout: DEFAULT_KERNEL_TIMEOUT,
+            kernel_timeout: config::DEFAULT_TIMEOUT,
             description: None,
             input_schema: None,
             runtime: None,
@@ -108,57 +106,22 @@ impl AgentBuilder {
     /// [`ErrorKind::Config`] naming every missing or invalid setting.
     pub fn build(self) -> Result<Agent> {
         let mut problems = Vec::new();
-        let secret = self
-            .secret
-            .or_else(|| env("REBUNO_AGENT_SECRET").map(Secret::new));
-        let secret = secret.filter(|s| !s.is_empty());
-        let base_url = self
-            .base_url
-            .or_else(|| env("REBUNO_URL"))
-            .filter(|u| !u.trim().is_empty());
         if self.agent_id.trim().is_empty() {
             problems.push("agent id must not be empty".to_owned());
         }
+        let secret = self.secret.or_else(|| config::env("REBUNO_AGENT_SECRET").map(Secret::new)).filter(|s| !s.is_empty());
         if secret.is_none() {
             problems.push("secret required (set REBUNO_AGENT_SECRET or call .secret())".to_owned());
         }
         if !self.webhook_path.starts_with('/') {
-            problems.push(format!(
-                "webhook path {:?} must start with '/'",
-                self.webhook_path
-            ));
+            problems.push(format!("webhook path {:?} must start with '/'", self.webhook_path));
         }
         if self.kernel_timeout.is_zero() {
             problems.push("kernel timeout must be positive".to_owned());
         }
-        let base = match base_url.as_deref().map(BaseUrl::parse) {
-            Some(Ok(base)) => Some(base),
-            Some(Err(error)) => {
-                problems.push(error.to_string());
-                None
-            }
-            None => {
-                problems
-                    .push("kernel URL required (set REBUNO_URL or call .base_url())".to_owned());
-                None
-            }
-        };
-        let runtime = self.runtime.or_else(default_runtime);
-        if runtime.is_none() {
-            problems.push("no runtime: enable feature `rt-tokio` or call .runtime()".to_owned());
-        }
-        let transport = match self.transport.map(Ok).or_else(default_transport) {
-            Some(Ok(transport)) => Some(transport),
-            Some(Err(error)) => {
-                problems.push(error.to_string());
-                None
-            }
-            None => {
-                problems
-                    .push("no transport: enable feature `reqwest` or call .transport()".to_owned());
-                None
-            }
-        };
+        let base = config::base_url(self.base_url.or_else(|| config::env("REBUNO_URL")), &mut problems);
+        let runtime = config::runtime(self.runtime, &mut problems);
+        let transport = config::transport(self.transport, &mut problems);
         match (secret, base, runtime, transport) {
             (Some(secret), Some(base), Some(runtime), Some(transport)) if problems.is_empty() => {
                 let config = Config {
@@ -168,52 +131,10 @@ impl AgentBuilder {
                     input_schema: self.input_schema,
                     base_url: base.as_string(),
                 };
-                let kernel = KernelClient::new(
-                    base,
-                    self.agent_id,
-                    secret.clone(),
-                    transport,
-                    runtime.clone(),
-                    self.kernel_timeout,
-                );
-                Ok(Agent {
-                    inner: Arc::new(Inner::new(config, secret, kernel, runtime)),
-                })
+                let kernel = KernelClient::new(base, self.agent_id, secret.clone(), transport, runtime.clone(), self.kernel_timeout);
+                Ok(Agent { inner: Arc::new(Inner::new(config, secret, kernel, runtime)) })
             }
-            _ => Err(Error::new(
-                ErrorKind::Config,
-                format!("invalid agent configuration: {}", problems.join("; ")),
-            )),
+            _ => Err(Error::new(ErrorKind::Config, format!("invalid agent configuration: {}", problems.join("; ")))),
         }
     }
-}
-
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}
-
-#[cfg(feature = "rt-tokio")]
-fn default_runtime() -> Option<Runtime> {
-    Some(Runtime::tokio())
-}
-
-#[cfg(not(feature = "rt-tokio"))]
-fn default_runtime() -> Option<Runtime> {
-    None
-}
-
-#[cfg(feature = "reqwest")]
-fn default_transport() -> Option<Result<SharedTransport>> {
-    Some(
-        crate::kernel::ReqwestTransport::new()
-            .map(SharedTransport::new)
-            .map_err(|e| {
-                Error::new(ErrorKind::Config, "could not create the HTTP client").with_source(e)
-            }),
-    )
-}
-
-#[cfg(not(feature = "reqwest"))]
-fn default_transport() -> Option<Result<SharedTransport>> {
-    None
 }

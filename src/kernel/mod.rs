@@ -2,6 +2,7 @@
 
 pub(crate) mod api;
 mod base_url;
+mod exchange;
 mod lease;
 #[cfg(feature = "reqwest")]
 mod reqwest;
@@ -14,11 +15,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderValue, Method, StatusCode};
 
-pub(crate) use self::base_url::BaseUrl;
+pub(crate) use self::base_url::{BaseUrl, encode_segment};
+pub(crate) use self::exchange::Exchange;
 pub use self::lease::Lease;
 #[cfg(feature = "reqwest")]
 pub use self::reqwest::ReqwestTransport;
-pub(crate) use self::retry::{Replayable, RetryPolicy};
+pub(crate) use self::retry::Replayable;
 pub use self::transport::{
     SharedTransport, Transport, TransportError, TransportErrorKind, TransportFuture,
 };
@@ -39,10 +41,7 @@ struct Inner {
     base: BaseUrl,
     agent_id: String,
     secret: Secret,
-    transport: SharedTransport,
-    runtime: Runtime,
-    timeout: Duration,
-    retry: RetryPolicy,
+    exchange: Exchange,
 }
 
 /// One request before signing.
@@ -63,52 +62,24 @@ impl KernelClient {
         runtime: Runtime,
         timeout: Duration,
     ) -> Self {
-        let retry = RetryPolicy::default();
-        Self {
-            inner: Arc::new(Inner {
-                base,
-                agent_id,
-                secret,
-                transport,
-                runtime,
-                timeout,
-                retry,
-            }),
-        }
+        let exchange = Exchange::new(transport, runtime, timeout);
+        Self { inner: Arc::new(Inner { base, agent_id, secret, exchange }) }
     }
 
     pub(crate) fn runtime(&self) -> &Runtime {
-        &self.inner.runtime
+        &self.inner.exchange.runtime
     }
 
     /// Sends `call`, retrying with backoff while the kernel is unreachable or unavailable.
     async fn send(&self, call: Call<'_>) -> Result<http::Response<Bytes>> {
-        let retry = self.inner.retry;
-        let mut tries = 1;
-        loop {
-            let outcome = self
-                .inner
-                .transport
-                .send(self.build(&call)?, self.inner.timeout)
-                .await;
-            let again = match &outcome {
-                Ok(response) => retry.retry_status(response.status(), call.replayable),
-                Err(error) => retry.retry_transport(error, call.replayable),
-            };
-            if !again || tries >= retry.attempts {
-                return finish(outcome);
-            }
-            tracing::debug!(path = call.path, tries, "kernel request failed; retrying");
-            self.inner.runtime.sleep(retry.delay(tries)).await;
-            tries += 1;
-        }
+        self.inner.exchange.send(call.replayable, || self.build(&call)).await
     }
 
     /// Builds and signs the request afresh (a retry gets a new timestamp).
     fn build(&self, call: &Call<'_>) -> Result<http::Request<Bytes>> {
         let inner = &self.inner;
         let target = inner.base.target(call.path);
-        let timestamp = inner.runtime.unix_seconds().to_string();
+        let timestamp = inner.exchange.runtime.unix_seconds().to_string();
         let (dispatch_id, attempt) = call.lease.map_or((String::new(), String::new()), |l| {
             (l.dispatch_id.clone(), l.attempt.to_string())
         });
@@ -142,17 +113,6 @@ fn header(value: &str) -> Result<HeaderValue> {
     HeaderValue::from_str(value).map_err(|e| {
         Error::new(ErrorKind::Config, "value is not a valid HTTP header").with_source(e)
     })
-}
-
-fn finish(
-    outcome: std::result::Result<http::Response<Bytes>, TransportError>,
-) -> Result<http::Response<Bytes>> {
-    let response =
-        outcome.map_err(|e| Error::new(ErrorKind::Network, e.to_string()).with_source(e))?;
-    if response.status().as_u16() >= 300 {
-        return Err(error_from_response(response.status(), response.body()));
-    }
-    Ok(response)
 }
 
 /// Maps a kernel error response to an [`Error`] by its envelope `code` (PROTOCOL.md §4.2).

@@ -1,0 +1,477 @@
+//! [`DevKernel`]: an in-process kernel on a loopback port, with test-harness methods.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use uuid::Uuid;
+
+use crate::error::KernelError;
+use crate::kernel::{
+    AgentRequest, Config, CreateExecution, DecideRequest, Kernel, Principal, Resolution,
+};
+use crate::model::{Agent, Approval, Event, Execution, ExecutionStatus, Step};
+use crate::policy::{Policy, PolicyError};
+use crate::store::lock;
+
+/// Errors of the harness API.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DevKernelError {
+    /// The listener could not be bound.
+    #[error("cannot bind {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// A kernel operation failed (same error the HTTP API would map).
+    #[error(transparent)]
+    Kernel(#[from] KernelError),
+    /// A policy bundle does not compile.
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    /// No such execution.
+    #[error("execution {0} not found")]
+    NotFound(Uuid),
+    /// The execution has no in-flight dispatch to reclaim.
+    #[error("execution {0} has no in-flight dispatch")]
+    NoLiveDispatch(Uuid),
+    /// A wait timed out.
+    #[error("timed out after {0:?} waiting for execution {1}")]
+    Timeout(Duration, Uuid),
+}
+
+/// An agent registration: the body of `POST /v0/agents` plus an optional policy bundle.
+///
+/// ```
+/// use rebuno_devkernel::AgentSpec;
+/// let spec = AgentSpec::new("hello", "http://127.0.0.1:5000/webhook", "dev-secret")
+///     .lease_timeout_seconds(30)
+///     .policy_yaml("default_action: allow");
+/// # let _ = spec;
+/// ```
+#[derive(Debug, Clone)]
+pub struct AgentSpec {
+    pub(crate) id: String,
+    pub(crate) webhook_url: String,
+    pub(crate) secret: String,
+    pub(crate) lease_timeout_seconds: Option<u64>,
+    pub(crate) policy_yaml: Option<String>,
+}
+
+impl AgentSpec {
+    /// An agent `id` reached at `webhook_url`, sharing `secret`.
+    pub fn new(
+        id: impl Into<String>,
+        webhook_url: impl Into<String>,
+        secret: impl Into<String>,
+    ) -> Self {
+        Self {
+            id: id.into(),
+            webhook_url: webhook_url.into(),
+            secret: secret.into(),
+            lease_timeout_seconds: None,
+            policy_yaml: None,
+        }
+    }
+
+    /// Lease period in seconds (values below 10 mean the 120 s default).
+    #[must_use]
+    pub fn lease_timeout_seconds(mut self, seconds: u64) -> Self {
+        self.lease_timeout_seconds = Some(seconds);
+        self
+    }
+
+    /// A policy bundle in the kernel's YAML language.
+    #[must_use]
+    pub fn policy_yaml(mut self, yaml: impl Into<String>) -> Self {
+        self.policy_yaml = Some(yaml.into());
+        self
+    }
+
+    /// The agent id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+/// Configures and starts a [`DevKernel`].
+#[derive(Debug, Clone)]
+pub struct DevKernelBuilder {
+    addr: SocketAddr,
+    config: Config,
+    agents: Vec<AgentSpec>,
+}
+
+impl Default for DevKernelBuilder {
+    fn default() -> Self {
+        Self {
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            config: Config::default(),
+            agents: Vec::new(),
+        }
+    }
+}
+
+impl DevKernelBuilder {
+    /// Listen address (default `127.0.0.1:0`, an ephemeral port).
+    #[must_use]
+    pub fn addr(mut self, addr: SocketAddr) -> Self {
+        self.addr = addr;
+        self
+    }
+
+    /// Bootstrap bearer token; `None` (the default) is dev mode: requests without
+    /// `Authorization` are admitted, a supplied token must still be valid.
+    #[must_use]
+    pub fn bearer_token(mut self, token: Option<String>) -> Self {
+        self.config.bearer_token = token.filter(|t| !t.is_empty());
+        self
+    }
+
+    /// Lease period for agents that set none (default 120 s).
+    #[must_use]
+    pub fn default_lease_timeout(mut self, lease: Duration) -> Self {
+        self.config.default_lease = lease;
+        self
+    }
+
+    /// Delivery attempts before `dispatch_exhausted` (default 5).
+    #[must_use]
+    pub fn max_attempts(mut self, attempts: u32) -> Self {
+        self.config.max_attempts = attempts.max(1);
+        self
+    }
+
+    /// Retry delay: `min(base * 2^(attempt-1), cap)` plus up to 25 % jitter (default 1 s, 30 s).
+    #[must_use]
+    pub fn retry_backoff(mut self, base: Duration, cap: Duration) -> Self {
+        self.config.backoff_base = base;
+        self.config.backoff_cap = cap;
+        self
+    }
+
+    /// Webhook HTTP timeout (default 30 s).
+    #[must_use]
+    pub fn webhook_timeout(mut self, timeout: Duration) -> Self {
+        self.config.webhook_timeout = timeout;
+        self
+    }
+
+    /// Approval timeout when the rule sets none (default 15 min).
+    #[must_use]
+    pub fn approval_timeout(mut self, timeout: Duration) -> Self {
+        self.config.approval_timeout = timeout;
+        self
+    }
+
+    /// Registers an agent at start.
+    #[must_use]
+    pub fn agent(mut self, spec: AgentSpec) -> Self {
+        self.agents.push(spec);
+        self
+    }
+
+    /// Binds the listener, starts the server, the delivery sweeper and registers the agents.
+    ///
+    /// # Errors
+    ///
+    /// [`DevKernelError::Bind`] when the address is taken; agent registration errors.
+    pub async fn start(self) -> Result<DevKernel, DevKernelError> {
+        let kernel = Kernel::new(self.config)?;
+        for spec in self.agents {
+            register(&kernel, spec)?;
+        }
+        let listener = tokio::net::TcpListener::bind(self.addr)
+            .await
+            .map_err(|source| DevKernelError::Bind {
+                addr: self.addr,
+                source,
+            })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| DevKernelError::Bind {
+                addr: self.addr,
+                source,
+            })?;
+        let router = crate::http::router(kernel.clone());
+        let token = kernel.shutdown_token().clone();
+        let server = tokio::spawn(async move {
+            let serve =
+                axum::serve(listener, router).with_graceful_shutdown(token.cancelled_owned());
+            if let Err(error) = serve.await {
+                tracing::error!(%error, "dev kernel server failed");
+            }
+        });
+        kernel.spawn_sweeper();
+        tracing::info!(%addr, "dev kernel listening");
+        Ok(DevKernel {
+            kernel,
+            addr,
+            server: Arc::new(Mutex::new(Some(server))),
+        })
+    }
+}
+
+fn register(kernel: &Kernel, spec: AgentSpec) -> Result<Agent, DevKernelError> {
+    let policy = match &spec.policy_yaml {
+        Some(yaml) => Some(Arc::new(Policy::parse(yaml)?)),
+        None => None,
+    };
+    let request = AgentRequest {
+        id: spec.id,
+        webhook_url: spec.webhook_url,
+        secret: spec.secret,
+        lease_timeout_seconds: spec
+            .lease_timeout_seconds
+            .and_then(|s| i64::try_from(s).ok()),
+    };
+    Ok(kernel.upsert_agent(request, policy)?)
+}
+
+/// An in-memory Rebuno kernel serving the `/v0` API on a local port.
+///
+/// Dropping it (or [`DevKernel::shutdown`]) stops the server and all deliveries.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), rebuno_devkernel::DevKernelError> {
+/// use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel};
+/// use std::time::Duration;
+///
+/// let kernel = DevKernel::start().await?;
+/// kernel.register_agent(AgentSpec::new("hello", "http://127.0.0.1:5000/webhook", "dev-secret"))?;
+/// let execution = kernel
+///     .create_execution(CreateExecution::new("hello", serde_json::json!({"name": "Ada"})))
+///     .await?;
+/// let done = kernel.wait_terminal(execution.id, Duration::from_secs(10)).await?;
+/// println!("{:?}", done.output);
+/// kernel.shutdown().await;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct DevKernel {
+    kernel: Kernel,
+    addr: SocketAddr,
+    server: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+impl DevKernel {
+    /// Starts a kernel on `127.0.0.1:0` in dev mode.
+    ///
+    /// # Errors
+    ///
+    /// [`DevKernelError::Bind`] when no port can be bound.
+    pub async fn start() -> Result<Self, DevKernelError> {
+        Self::builder().start().await
+    }
+
+    /// A builder for non-default settings.
+    pub fn builder() -> DevKernelBuilder {
+        DevKernelBuilder::default()
+    }
+
+    /// Base URL, e.g. `http://127.0.0.1:41234`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Registers (upserts) an agent, like `POST /v0/agents` (plus an optional policy).
+    ///
+    /// # Errors
+    ///
+    /// Validation errors (empty id, URL or secret) and policy compile errors.
+    pub fn register_agent(&self, spec: AgentSpec) -> Result<Agent, DevKernelError> {
+        register(&self.kernel, spec)
+    }
+
+    /// Replaces an agent's policy bundle, like `POST /v0/policies/{agent_id}`.
+    ///
+    /// # Errors
+    ///
+    /// The bundle does not compile, or the agent is unknown.
+    pub fn set_policy(&self, agent_id: &str, yaml: &str) -> Result<(), DevKernelError> {
+        Ok(self.kernel.set_policy(agent_id, yaml)?)
+    }
+
+    /// Creates an execution, like `POST /v0/executions`; delivery starts at once.
+    ///
+    /// # Errors
+    ///
+    /// The same errors the HTTP route maps (unknown agent, invalid session, ...).
+    pub async fn create_execution(
+        &self,
+        request: CreateExecution,
+    ) -> Result<Execution, DevKernelError> {
+        Ok(self.kernel.create_execution(request, &Principal::Admin)?)
+    }
+
+    /// An execution snapshot.
+    pub fn execution(&self, id: Uuid) -> Option<Execution> {
+        self.kernel.execution(id, &Principal::Admin).ok()
+    }
+
+    /// The whole event log of an execution (empty if unknown).
+    pub fn events(&self, id: Uuid) -> Vec<Event> {
+        self.kernel.all_events(id)
+    }
+
+    /// The steps of an execution ordered by step id (empty if unknown).
+    pub fn steps(&self, id: Uuid) -> Vec<Step> {
+        self.kernel
+            .steps(id, &Principal::Admin, false)
+            .unwrap_or_default()
+    }
+
+    /// Waits until the execution is `completed`, `failed` or `cancelled`.
+    ///
+    /// # Errors
+    ///
+    /// [`DevKernelError::NotFound`] or [`DevKernelError::Timeout`].
+    pub async fn wait_terminal(
+        &self,
+        id: Uuid,
+        timeout: Duration,
+    ) -> Result<Execution, DevKernelError> {
+        self.wait_until(id, timeout, ExecutionStatus::is_terminal)
+            .await
+    }
+
+    /// Waits until the execution's status satisfies `done`.
+    ///
+    /// # Errors
+    ///
+    /// [`DevKernelError::NotFound`] or [`DevKernelError::Timeout`].
+    pub async fn wait_until(
+        &self,
+        id: Uuid,
+        timeout: Duration,
+        done: impl Fn(ExecutionStatus) -> bool,
+    ) -> Result<Execution, DevKernelError> {
+        let cell = self
+            .kernel
+            .store()
+            .execution(id)
+            .ok_or(DevKernelError::NotFound(id))?;
+        let mut status = cell.subscribe();
+        let waited = tokio::time::timeout(timeout, status.wait_for(|s| done(*s))).await;
+        match waited {
+            Ok(Ok(_)) => self.execution(id).ok_or(DevKernelError::NotFound(id)),
+            Ok(Err(_)) => Err(DevKernelError::NotFound(id)),
+            Err(_) => Err(DevKernelError::Timeout(timeout, id)),
+        }
+    }
+
+    /// Test hook: reclaims the execution's in-flight dispatch now, as if its lease had
+    /// expired, and delivers the next attempt (same dispatch id, attempt + 1). Calls carrying
+    /// the old attempt get `409 lease_superseded` from here on. Returns the new attempt.
+    ///
+    /// # Errors
+    ///
+    /// [`DevKernelError::NoLiveDispatch`] when nothing is in flight (or attempts are exhausted).
+    pub fn redeliver(&self, id: Uuid) -> Result<u32, DevKernelError> {
+        self.kernel
+            .redeliver(id)
+            .ok_or(DevKernelError::NoLiveDispatch(id))
+    }
+
+    /// Cancels an execution, like `POST /v0/executions/{id}/cancel`.
+    ///
+    /// # Errors
+    ///
+    /// Unknown execution, or already terminal (`409 conflict`).
+    pub fn cancel(&self, id: Uuid) -> Result<(), DevKernelError> {
+        Ok(self.kernel.cancel(id, &Principal::Admin)?)
+    }
+
+    /// Pending approvals, oldest first.
+    pub fn approvals(&self) -> Vec<Approval> {
+        self.kernel.approvals(None)
+    }
+
+    /// Grants an approval (no `decided_by`): the step runs when the execution resumes.
+    ///
+    /// # Errors
+    ///
+    /// Unknown approval, not pending, or the rule names approvers.
+    pub fn grant(&self, approval_id: Uuid) -> Result<(), DevKernelError> {
+        self.decide(approval_id, Resolution::Grant, None)
+    }
+
+    /// Denies an approval: the re-submitted step gets `denied` (`approval_denied`).
+    ///
+    /// # Errors
+    ///
+    /// Unknown approval, not pending, or the rule names approvers.
+    pub fn deny(&self, approval_id: Uuid) -> Result<(), DevKernelError> {
+        self.decide(approval_id, Resolution::Deny, None)
+    }
+
+    /// Grants or denies as a named approver with a rationale.
+    ///
+    /// # Errors
+    ///
+    /// Unknown approval, not pending, or `decided_by` is not an allowed approver.
+    pub fn decide_as(
+        &self,
+        approval_id: Uuid,
+        grant: bool,
+        decided_by: &str,
+        rationale: &str,
+    ) -> Result<(), DevKernelError> {
+        let resolution = if grant {
+            Resolution::Grant
+        } else {
+            Resolution::Deny
+        };
+        let request = DecideRequest {
+            decided_by: Some(decided_by.to_owned()),
+            rationale: Some(rationale.to_owned()),
+        };
+        Ok(self
+            .kernel
+            .decide_approval(approval_id, resolution, request)?)
+    }
+
+    fn decide(
+        &self,
+        id: Uuid,
+        resolution: Resolution,
+        by: Option<String>,
+    ) -> Result<(), DevKernelError> {
+        let request = DecideRequest {
+            decided_by: by,
+            rationale: None,
+        };
+        Ok(self.kernel.decide_approval(id, resolution, request)?)
+    }
+
+    /// Stops the server and all background deliveries, waiting up to 5 s for open requests.
+    pub async fn shutdown(self) {
+        self.kernel.shutdown_token().cancel();
+        let server = lock(&self.server).take();
+        if let Some(mut server) = server
+            && tokio::time::timeout(Duration::from_secs(5), &mut server)
+                .await
+                .is_err()
+        {
+            server.abort();
+        }
+    }
+}
+
+impl Drop for DevKernel {
+    fn drop(&mut self) {
+        // Only the last handle stops the kernel.
+        if Arc::strong_count(&self.server) == 1 {
+            self.kernel.shutdown_token().cancel();
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! The `/v0` HTTP API (PROTOCOL.md §2) on axum.
+
+mod admin;
+mod agent;
+mod auth;
+mod body;
+mod client;
+mod error;
+mod stream;
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::routing::{get, post, put};
+use uuid::Uuid;
+
+use crate::error::KernelError;
+use crate::kernel::Kernel;
+
+/// Every route of the dev kernel.
+pub(crate) fn router(kernel: Kernel) -> Router {
+    Router::new()
+        .route("/v0/health", get(admin::health))
+        .route("/v0/ready", get(admin::ready))
+        .route(
+            "/v0/agents",
+            post(admin::upsert_agent).get(admin::list_agents),
+        )
+        .route(
+            "/v0/agents/{id}",
+            get(admin::get_agent).delete(admin::delete_agent),
+        )
+        .route("/v0/agents/{id}/metadata", put(agent::set_metadata))
+        .route("/v0/policies/{id}", post(admin::set_policy))
+        .route("/v0/approvals", get(admin::list_approvals))
+        .route("/v0/approvals/{id}", get(admin::get_approval))
+        .route("/v0/approvals/{id}/grant", post(admin::grant))
+        .route("/v0/approvals/{id}/deny", post(admin::deny))
+        .route("/v0/executions", post(client::create).get(client::list))
+        .route("/v0/executions/{id}", get(client::get))
+        .route("/v0/executions/{id}/events", get(client::events))
+        .route("/v0/executions/{id}/cancel", post(client::cancel))
+        .route("/v0/executions/{id}/previous", get(agent::previous))
+        .route(
+            "/v0/executions/{id}/steps",
+            get(agent::list_steps).post(agent::submit),
+        )
+        .route("/v0/executions/{id}/steps/{step_id}", get(agent::get_step))
+        .route(
+            "/v0/executions/{id}/steps/{step_id}/complete",
+            post(agent::complete_step),
+        )
+        .route(
+            "/v0/executions/{id}/steps/{step_id}/fail",
+            post(agent::fail_step),
+        )
+        .route("/v0/executions/{id}/heartbeat", post(agent::heartbeat))
+        .route("/v0/executions/{id}/complete", post(agent::complete))
+        .route("/v0/executions/{id}/fail", post(agent::fail))
+        .route("/v0/executions/{id}/suspend", post(agent::suspend))
+        .route("/v0/executions/{id}/stream", get(stream::subscribe))
+        .route(
+            "/v0/executions/{id}/steps/{step_id}/stream",
+            post(stream::publish),
+        )
+        .fallback(not_found)
+        .with_state(kernel)
+}
+
+/// chi's default 404.
+async fn not_found() -> (StatusCode, &'static str) {
+    (StatusCode::NOT_FOUND, "404 page not found\n")
+}
+
+/// Path ids must be UUIDs (`400 validation_error` otherwise).
+fn parse_id(text: &str) -> Result<Uuid, KernelError> {
+    Uuid::parse_str(text).map_err(|_| KernelError::validation("invalid id"))
+}

@@ -1,0 +1,134 @@
+//! Agent registry: upsert, read, delete, metadata and policy bundles.
+
+use std::sync::Arc;
+
+use rebuno::Secret;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::Kernel;
+use crate::error::KernelError;
+use crate::model::{Agent, Timestamp};
+use crate::policy::Policy;
+use crate::store::AgentRecord;
+
+/// Smallest lease override honoured; smaller values are stored as unset.
+const MIN_LEASE_SECONDS: u64 = 10;
+
+/// `POST /v0/agents` body.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AgentRequest {
+    pub(crate) id: String,
+    pub(crate) webhook_url: String,
+    pub(crate) secret: String,
+    #[serde(default)]
+    pub(crate) lease_timeout_seconds: Option<i64>,
+}
+
+/// `PUT /v0/agents/{id}/metadata` body.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct MetadataRequest {
+    #[serde(default)]
+    pub(crate) description: Option<String>,
+    #[serde(default)]
+    pub(crate) input_schema: Option<Value>,
+    #[serde(default)]
+    pub(crate) output_schema: Option<Value>,
+}
+
+impl Kernel {
+    /// Registers or replaces an agent, keeping its policy and metadata when not re-supplied.
+    pub(crate) fn upsert_agent(
+        &self,
+        request: AgentRequest,
+        policy: Option<Arc<Policy>>,
+    ) -> Result<Agent, KernelError> {
+        if request.id.trim().is_empty() {
+            return Err(KernelError::validation("id is required"));
+        }
+        if request.webhook_url.trim().is_empty() {
+            return Err(KernelError::validation("webhook_url is required"));
+        }
+        if request.secret.is_empty() {
+            return Err(KernelError::validation("secret is required"));
+        }
+        let lease = request
+            .lease_timeout_seconds
+            .and_then(|s| u64::try_from(s).ok())
+            .filter(|s| *s >= MIN_LEASE_SECONDS);
+        let previous = self.store().agent(&request.id);
+        let policy = policy.or_else(|| previous.as_ref().and_then(|p| p.policy.clone()));
+        let agent = Agent {
+            id: request.id,
+            webhook_url: request.webhook_url,
+            policy_bundle: policy.as_ref().map(|p| p.yaml().to_owned()),
+            registered_at: Timestamp::now(),
+            lease_timeout_seconds: lease,
+            description: previous.as_ref().and_then(|p| p.agent.description.clone()),
+            input_schema: previous.as_ref().and_then(|p| p.agent.input_schema.clone()),
+            output_schema: previous
+                .as_ref()
+                .and_then(|p| p.agent.output_schema.clone()),
+        };
+        self.store().put_agent(AgentRecord {
+            agent: agent.clone(),
+            secret: Secret::new(request.secret),
+            policy,
+        });
+        tracing::info!(agent = %agent.id, "agent registered");
+        Ok(agent)
+    }
+
+    /// An agent by id.
+    pub(crate) fn agent(&self, id: &str) -> Result<Agent, KernelError> {
+        self.store()
+            .agent(id)
+            .map(|r| r.agent)
+            .ok_or_else(|| KernelError::not_found("agent"))
+    }
+
+    /// All agents sorted by id.
+    pub(crate) fn agents(&self) -> Vec<Agent> {
+        self.store().agents()
+    }
+
+    /// Removes an agent (no error for unknown ids).
+    pub(crate) fn delete_agent(&self, id: &str) {
+        self.store().delete_agent(id);
+    }
+
+    /// Stores the metadata an agent publishes about itself.
+    pub(crate) fn set_metadata(
+        &self,
+        id: &str,
+        request: MetadataRequest,
+    ) -> Result<(), KernelError> {
+        let found = self.store().update_agent(id, |record| {
+            record.agent.description = request.description;
+            record.agent.input_schema = request.input_schema;
+            record.agent.output_schema = request.output_schema;
+        });
+        if found {
+            Ok(())
+        } else {
+            Err(KernelError::not_found("agent"))
+        }
+    }
+
+    /// Compiles and stores an agent's policy bundle.
+    pub(crate) fn set_policy(&self, id: &str, yaml: &str) -> Result<(), KernelError> {
+        let policy = Policy::parse(yaml).map_err(|e| KernelError::validation(e.to_string()))?;
+        let policy = Arc::new(policy);
+        let found = self.store().update_agent(id, |record| {
+            record.agent.policy_bundle = Some(policy.yaml().to_owned());
+            record.policy = Some(policy.clone());
+        });
+        if found {
+            Ok(())
+        } else {
+            Err(KernelError::not_found("agent"))
+        }
+    }
+}

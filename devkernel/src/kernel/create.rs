@@ -1,0 +1,303 @@
+//! Creating and starting executions (PROTOCOL.md §1.2, §1.6, §1.7).
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::{Followups, Kernel, Principal, now};
+use crate::error::KernelError;
+use crate::model::{Execution, ExecutionStatus, SpawnedBy, StepStatus, Timestamp};
+use crate::store::{ExecCell, ExecState};
+
+/// What to create: the body of `POST /v0/executions`.
+///
+/// ```
+/// use rebuno_devkernel::CreateExecution;
+/// let request = CreateExecution::new("hello", serde_json::json!({"name": "Ada"}))
+///     .session("chat:1")
+///     .idempotency_key("order-42");
+/// # let _ = request;
+/// ```
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateExecution {
+    agent_id: String,
+    #[serde(default)]
+    input: Option<Value>,
+    #[serde(default)]
+    session: Option<String>,
+    #[serde(default)]
+    parent_execution_id: Option<String>,
+    #[serde(default)]
+    idempotency_key: Option<String>,
+    #[serde(default)]
+    spawned_by: Option<SpawnedBy>,
+    #[serde(default)]
+    on_behalf_of: Option<String>,
+}
+
+impl CreateExecution {
+    /// An execution of `agent_id` with `input`.
+    pub fn new(agent_id: impl Into<String>, input: Value) -> Self {
+        Self {
+            agent_id: agent_id.into(),
+            input: Some(input),
+            ..Self::default()
+        }
+    }
+
+    /// Runs it in a session (one execution of a session runs at a time).
+    #[must_use]
+    pub fn session(mut self, session: impl Into<String>) -> Self {
+        self.session = Some(session.into());
+        self
+    }
+
+    /// Continues from a completed execution of the same agent.
+    #[must_use]
+    pub fn parent_execution_id(mut self, parent: Uuid) -> Self {
+        self.parent_execution_id = Some(parent.to_string());
+        self
+    }
+
+    /// Returns the existing execution of this agent with the same key instead of a new one.
+    #[must_use]
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// Creates it as a subagent of a parent's executing step.
+    #[must_use]
+    pub fn spawned_by(mut self, execution_id: Uuid, step_id: impl Into<String>) -> Self {
+        self.spawned_by = Some(SpawnedBy {
+            execution_id: execution_id.to_string(),
+            step_id: step_id.into(),
+        });
+        self
+    }
+
+    /// Records the end-user subject the execution acts for.
+    #[must_use]
+    pub fn on_behalf_of(mut self, subject: impl Into<String>) -> Self {
+        self.on_behalf_of = Some(subject.into());
+        self
+    }
+}
+
+/// Internal name used by the HTTP layer.
+pub(crate) type CreateRequest = CreateExecution;
+
+/// Session labels and idempotency keys: non-blank UTF-8, at most 256 bytes, no NUL.
+fn valid_label(label: &str) -> bool {
+    !label.trim().is_empty() && label.len() <= 256 && !label.contains('\0')
+}
+
+fn non_empty(value: Option<String>) -> Option<String> {
+    value.filter(|v| !v.is_empty())
+}
+
+fn parse_uuid(text: &str, what: &str) -> Result<Uuid, KernelError> {
+    Uuid::parse_str(text).map_err(|_| KernelError::validation(format!("invalid {what}")))
+}
+
+impl Kernel {
+    /// Creates an execution; an idempotent hit returns the existing one.
+    pub(crate) fn create_execution(
+        &self,
+        request: CreateExecution,
+        principal: &Principal,
+    ) -> Result<Execution, KernelError> {
+        if self.store().agent(&request.agent_id).is_none() {
+            return Err(KernelError::not_found("agent"));
+        }
+        let session = non_empty(request.session);
+        let mut key = non_empty(request.idempotency_key);
+        for label in session.iter().chain(key.iter()) {
+            if !valid_label(label) {
+                return Err(KernelError::validation(
+                    "invalid session or idempotency_key",
+                ));
+            }
+        }
+        let parent = match non_empty(request.parent_execution_id) {
+            Some(text) => Some(self.check_parent(
+                &parent_uuid(&text)?,
+                &request.agent_id,
+                session.as_deref(),
+            )?),
+            None => None,
+        };
+        if let (Some(spawned), None) = (&request.spawned_by, &key) {
+            key = Some(spawned.step_id.clone());
+        }
+        let store = self.store();
+        store.with_idempotency(|index| {
+            if let Some(key) = &key
+                && let Some(existing) = index.get(&(request.agent_id.clone(), key.clone()))
+                && let Some(cell) = store.execution(*existing)
+            {
+                return Ok(cell.lock().exec.clone());
+            }
+            let id = Uuid::now_v7();
+            if let Some(spawned) = &request.spawned_by {
+                self.link_child(spawned, id, session.as_deref(), principal)?;
+            }
+            let created = Timestamp::now();
+            let exec = Execution {
+                id,
+                agent_id: request.agent_id.clone(),
+                session: session.clone(),
+                parent_execution_id: parent,
+                forked_from: None,
+                fork_seq: None,
+                idempotency_key: key.clone(),
+                spawned_by: request.spawned_by.clone(),
+                on_behalf_of: non_empty(request.on_behalf_of.clone()),
+                input: request.input.clone().unwrap_or(Value::Null),
+                status: ExecutionStatus::Pending,
+                output: None,
+                failure_reason: String::new(),
+                created_at: created,
+                updated_at: created,
+            };
+            let mut state = ExecState::new(exec);
+            let mut payload = state.status_payload(ExecutionStatus::Pending);
+            if let Some(session) = &session {
+                payload.insert("session".into(), json!(session));
+            }
+            if let Some(spawned) = &request.spawned_by {
+                payload.insert("spawned_by".into(), json!(spawned));
+            }
+            state.append("execution.created", Value::Object(payload));
+            store.insert_execution(Arc::new(ExecCell::new(state)));
+            if let Some(key) = key {
+                index.insert((request.agent_id.clone(), key), id);
+            }
+            let admitted = session
+                .as_deref()
+                .is_none_or(|name| self.sessions().admit(name, id));
+            if admitted {
+                let followups = self.start_execution(id);
+                self.run(followups);
+            }
+            tracing::info!(execution = %id, agent = %request.agent_id, "execution created");
+            store
+                .execution(id)
+                .map(|cell| cell.lock().exec.clone())
+                .ok_or_else(|| KernelError::Internal("execution vanished".into()))
+        })
+    }
+
+    /// Validates an explicit `parent_execution_id`: a completed execution of the same agent,
+    /// and a session that is still new.
+    fn check_parent(
+        &self,
+        parent: &Uuid,
+        agent_id: &str,
+        session: Option<&str>,
+    ) -> Result<Uuid, KernelError> {
+        let cell = self
+            .store()
+            .execution(*parent)
+            .ok_or_else(|| KernelError::conflict("parent execution not found"))?;
+        let state = cell.lock();
+        if state.exec.agent_id != agent_id || state.exec.status != ExecutionStatus::Completed {
+            return Err(KernelError::conflict(
+                "parent must be a completed execution of the same agent",
+            ));
+        }
+        if let Some(name) = session
+            && self.sessions().exists(name)
+        {
+            return Err(KernelError::conflict(format!(
+                "session {name:?} already has executions"
+            )));
+        }
+        Ok(*parent)
+    }
+
+    /// Checks a subagent's parent step and records the child on the parent (§1.6).
+    fn link_child(
+        &self,
+        spawned: &SpawnedBy,
+        child: Uuid,
+        child_session: Option<&str>,
+        principal: &Principal,
+    ) -> Result<(), KernelError> {
+        let parent_id = parse_uuid(&spawned.execution_id, "spawned_by.execution_id")?;
+        let cell = self.cell(parent_id, principal)?;
+        let mut parent = cell.lock();
+        if parent.exec.status.is_terminal() {
+            return Err(KernelError::conflict("parent execution is terminal"));
+        }
+        if child_session.is_some() && child_session == parent.exec.session.as_deref() {
+            return Err(KernelError::validation(
+                "a subagent cannot share its parent's session",
+            ));
+        }
+        let step = parent.steps.get(&spawned.step_id).ok_or_else(|| {
+            KernelError::validation("spawned_by names no step of the parent execution")
+        })?;
+        if step.status != StepStatus::Executing {
+            return Err(KernelError::conflict("spawned_by step is not executing"));
+        }
+        parent.children.insert(spawned.step_id.clone(), child);
+        Ok(())
+    }
+
+    /// Starts a pending execution: `execution.started` and a first dispatch.
+    pub(crate) fn start_execution(&self, id: Uuid) -> Followups {
+        let mut followups = Followups::default();
+        let Some(cell) = self.store().execution(id) else {
+            return followups;
+        };
+        let (session, explicit_parent) = {
+            let state = cell.lock();
+            (state.exec.session.clone(), state.exec.parent_execution_id)
+        };
+        let head = match (&session, explicit_parent) {
+            (Some(name), None) => self.session_head(name, &cell.agent_id, id),
+            (_, parent) => parent,
+        };
+        let mut state = cell.lock();
+        if state.exec.status != ExecutionStatus::Pending {
+            return followups;
+        }
+        state.exec.parent_execution_id = head;
+        state.set_status(ExecutionStatus::Running);
+        let mut payload = state.status_payload(ExecutionStatus::Running);
+        if let Some(name) = &session {
+            payload.insert("session".into(), json!(name));
+        }
+        if let Some(parent) = head {
+            payload.insert("parent_execution_id".into(), json!(parent));
+        }
+        state.append("execution.started", Value::Object(payload));
+        let dispatch = state.enqueue_dispatch(now());
+        followups.deliver.push((id, dispatch));
+        drop(state);
+        cell.publish();
+        followups
+    }
+
+    /// The agent's most recently created completed execution in `session` (not `except`).
+    fn session_head(&self, session: &str, agent_id: &str, except: Uuid) -> Option<Uuid> {
+        self.sessions()
+            .members(session)
+            .into_iter()
+            .rev()
+            .filter(|id| *id != except)
+            .filter_map(|id| self.store().execution(id))
+            .find(|cell| {
+                cell.agent_id == agent_id && cell.lock().exec.status == ExecutionStatus::Completed
+            })
+            .map(|cell| cell.id)
+    }
+}
+
+fn parent_uuid(text: &str) -> Result<Uuid, KernelError> {
+    parse_uuid(text, "parent_execution_id")
+}

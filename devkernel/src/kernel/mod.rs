@@ -1,0 +1,214 @@
+//! The kernel: every operation of the protocol, independent of HTTP.
+//!
+//! Each execution lives behind its own lock ([`ExecCell`]); every mutation appends to the
+//! execution's event log and updates the projections in the same critical section. Effects on
+//! other executions (session admission, subagent settlement) and on the network (deliveries)
+//! run after the lock is released, from the returned [`Followups`].
+
+pub(crate) mod agents;
+pub(crate) mod approvals;
+mod create;
+mod execution;
+mod limits;
+mod sessions;
+mod step;
+mod stream;
+mod terminal;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::error::KernelError;
+use crate::store::{ExecCell, Store};
+
+pub(crate) use agents::AgentRequest;
+pub(crate) use approvals::{DecideRequest, Resolution};
+pub use create::CreateExecution;
+pub(crate) use create::CreateRequest;
+pub(crate) use execution::{CompleteRequest, FailRequest, ListQuery};
+pub(crate) use step::{OutcomeRequest, SubmitRequest};
+pub(crate) use stream::DeltaRequest;
+
+/// Tunables of a kernel instance.
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    /// Bootstrap bearer token; `None` = dev mode (anonymous allowed).
+    pub(crate) bearer_token: Option<String>,
+    /// Lease period when the agent sets none.
+    pub(crate) default_lease: Duration,
+    /// Delivery attempts before `dispatch_exhausted`.
+    pub(crate) max_attempts: u32,
+    /// First retry delay.
+    pub(crate) backoff_base: Duration,
+    /// Largest retry delay (before jitter).
+    pub(crate) backoff_cap: Duration,
+    /// Webhook HTTP timeout.
+    pub(crate) webhook_timeout: Duration,
+    /// Approval timeout when the rule sets none.
+    pub(crate) approval_timeout: Duration,
+    /// How often the reaper looks for expired leases and approvals.
+    pub(crate) sweep_interval: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            bearer_token: None,
+            default_lease: Duration::from_secs(120),
+            max_attempts: 5,
+            backoff_base: Duration::from_secs(1),
+            backoff_cap: Duration::from_secs(30),
+            webhook_timeout: Duration::from_secs(30),
+            approval_timeout: Duration::from_secs(15 * 60),
+            sweep_interval: Duration::from_millis(500),
+        }
+    }
+}
+
+/// The dispatch lease an agent mutation carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Lease {
+    /// `Rebuno-Dispatch-Id`.
+    pub(crate) dispatch_id: Uuid,
+    /// `Rebuno-Dispatch-Attempt`.
+    pub(crate) attempt: u32,
+}
+
+/// Who is calling.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Principal {
+    /// Bearer (or anonymous dev) caller with every scope.
+    Admin,
+    /// An HMAC-authenticated agent.
+    Agent(String),
+}
+
+/// Work to do once an execution's lock is released.
+#[derive(Debug, Default)]
+#[must_use]
+pub(crate) struct Followups {
+    /// Dispatches to deliver: (execution, dispatch).
+    pub(crate) deliver: Vec<(Uuid, Uuid)>,
+    /// Executions that just reached a terminal state.
+    pub(crate) terminal: Vec<Uuid>,
+}
+
+impl Followups {
+    /// Merges another batch.
+    pub(crate) fn extend(&mut self, other: Followups) {
+        self.deliver.extend(other.deliver);
+        self.terminal.extend(other.terminal);
+    }
+}
+
+/// The kernel handle: cheap to clone.
+#[derive(Debug, Clone)]
+pub(crate) struct Kernel {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    store: Store,
+    sessions: sessions::Sessions,
+    limiter: limits::Limiter,
+    config: Config,
+    http: reqwest::Client,
+    shutdown: CancellationToken,
+}
+
+impl Kernel {
+    /// A kernel with `config`.
+    pub(crate) fn new(config: Config) -> Result<Self, KernelError> {
+        let http = reqwest::Client::builder()
+            .timeout(config.webhook_timeout)
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| KernelError::Internal(format!("http client: {e}")))?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                store: Store::default(),
+                sessions: sessions::Sessions::default(),
+                limiter: limits::Limiter::default(),
+                config,
+                http,
+                shutdown: CancellationToken::new(),
+            }),
+        })
+    }
+
+    pub(crate) fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    pub(crate) fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    pub(crate) fn http(&self) -> &reqwest::Client {
+        &self.inner.http
+    }
+
+    pub(crate) fn shutdown_token(&self) -> &CancellationToken {
+        &self.inner.shutdown
+    }
+
+    fn sessions(&self) -> &sessions::Sessions {
+        &self.inner.sessions
+    }
+
+    /// An execution visible to `principal`: `404` if absent, `403` if another agent's.
+    pub(crate) fn cell(
+        &self,
+        id: Uuid,
+        principal: &Principal,
+    ) -> Result<Arc<ExecCell>, KernelError> {
+        let cell = self
+            .store()
+            .execution(id)
+            .ok_or_else(|| KernelError::not_found("execution"))?;
+        if let Principal::Agent(agent) = principal
+            && *agent != cell.agent_id
+        {
+            return Err(KernelError::Forbidden);
+        }
+        Ok(cell)
+    }
+
+    /// The lease period for `agent_id`.
+    pub(crate) fn lease_period(&self, agent_id: &str) -> Duration {
+        self.store()
+            .agent(agent_id)
+            .and_then(|a| a.agent.lease_timeout_seconds)
+            .map_or(self.config().default_lease, Duration::from_secs)
+    }
+
+    /// Runs the followups of a mutation: deliveries, then terminal hooks.
+    pub(crate) fn run(&self, followups: Followups) {
+        let mut pending = followups;
+        // Terminal hooks may produce more followups (admissions, settlements).
+        for _ in 0..64 {
+            for (execution, dispatch) in std::mem::take(&mut pending.deliver) {
+                self.store().mark_live(execution);
+                self.spawn_delivery(execution, dispatch);
+            }
+            let terminal = std::mem::take(&mut pending.terminal);
+            if terminal.is_empty() {
+                return;
+            }
+            for id in terminal {
+                pending.extend(self.after_terminal(id));
+            }
+        }
+    }
+}
+
+/// The current instant on the Tokio clock.
+pub(crate) fn now() -> Instant {
+    Instant::now()
+}

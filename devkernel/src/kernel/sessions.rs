@@ -1,0 +1,68 @@
+//! Session admission: executions of one session run one at a time (PROTOCOL.md §1.7).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+use uuid::Uuid;
+
+use crate::store::lock;
+
+/// One session's queue.
+#[derive(Debug, Default)]
+struct Session {
+    /// The running or blocked execution holding the session.
+    holder: Option<Uuid>,
+    /// Pending executions, oldest first.
+    queue: VecDeque<Uuid>,
+    /// Every execution of the session, in creation order.
+    members: Vec<Uuid>,
+}
+
+/// All sessions.
+#[derive(Debug, Default)]
+pub(super) struct Sessions {
+    sessions: Mutex<HashMap<String, Session>>,
+}
+
+impl Sessions {
+    /// Whether the session has any execution.
+    pub(super) fn exists(&self, name: &str) -> bool {
+        lock(&self.sessions)
+            .get(name)
+            .is_some_and(|s| !s.members.is_empty())
+    }
+
+    /// Adds `id` to the session; `true` when it holds the session and may start now.
+    pub(super) fn admit(&self, name: &str, id: Uuid) -> bool {
+        let mut sessions = lock(&self.sessions);
+        let session = sessions.entry(name.to_owned()).or_default();
+        session.members.push(id);
+        if session.holder.is_none() {
+            session.holder = Some(id);
+            true
+        } else {
+            session.queue.push_back(id);
+            false
+        }
+    }
+
+    /// Releases the session held by `id`; returns the next execution to start, if any.
+    pub(super) fn release(&self, name: &str, id: Uuid) -> Option<Uuid> {
+        let mut sessions = lock(&self.sessions);
+        let session = sessions.get_mut(name)?;
+        session.queue.retain(|queued| *queued != id);
+        if session.holder != Some(id) {
+            return None;
+        }
+        session.holder = session.queue.pop_front();
+        session.holder
+    }
+
+    /// The executions of a session, oldest first.
+    pub(super) fn members(&self, name: &str) -> Vec<Uuid> {
+        lock(&self.sessions)
+            .get(name)
+            .map(|s| s.members.clone())
+            .unwrap_or_default()
+    }
+}

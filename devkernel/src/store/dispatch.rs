@@ -1,0 +1,60 @@
+//! A dispatch row: one queued delivery of an execution (PROTOCOL.md §1.3).
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+use uuid::Uuid;
+
+/// Delivery status of a dispatch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DispatchStatus {
+    /// Due for a claim.
+    Pending,
+    /// Claimed; the lease is live.
+    InFlight,
+    /// The last delivery failed; due again at `next_attempt_at`.
+    Failed,
+    /// Retired.
+    Exhausted,
+}
+
+/// One dispatch of an execution.
+#[derive(Debug, Clone)]
+pub(crate) struct Dispatch {
+    /// UUIDv7 id, stable across attempts.
+    pub(crate) id: Uuid,
+    /// Current status.
+    pub(crate) status: DispatchStatus,
+    /// 0 until the first claim.
+    pub(crate) attempt: u32,
+    /// When the next claim may happen.
+    pub(crate) next_attempt_at: Instant,
+    /// Last claim or renewal.
+    pub(crate) locked_at: Instant,
+    /// Lease period handed out with the current attempt.
+    pub(crate) lease: Duration,
+}
+
+impl Dispatch {
+    /// A new pending dispatch due at `due`.
+    pub(crate) fn new(due: Instant) -> Self {
+        Self {
+            id: Uuid::now_v7(),
+            status: DispatchStatus::Pending,
+            attempt: 0,
+            next_attempt_at: due,
+            locked_at: due,
+            lease: Duration::ZERO,
+        }
+    }
+
+    /// The payload of a `dispatch.*` event.
+    pub(crate) fn payload(&self, execution_id: Uuid, status: &str) -> serde_json::Value {
+        serde_json::json!({
+            "dispatch_id": self.id,
+            "execution_id": execution_id,
+            "status": status,
+            "attempt": self.attempt,
+        })
+    }
+}

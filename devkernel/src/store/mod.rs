@@ -1,0 +1,145 @@
+//! In-memory state: agents, executions (each behind its own lock) and indexes.
+
+mod dispatch;
+mod exec;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use rebuno::Secret;
+use uuid::Uuid;
+
+use crate::model::Agent;
+use crate::policy::Policy;
+
+pub(crate) use dispatch::{Dispatch, DispatchStatus};
+pub(crate) use exec::{ExecCell, ExecState};
+
+/// A registered agent with its secret and compiled policy.
+#[derive(Debug, Clone)]
+pub(crate) struct AgentRecord {
+    /// The public view.
+    pub(crate) agent: Agent,
+    /// HMAC secret.
+    pub(crate) secret: Secret,
+    /// Compiled policy bundle, if any.
+    pub(crate) policy: Option<Arc<Policy>>,
+}
+
+/// All kernel state.
+#[derive(Debug, Default)]
+pub(crate) struct Store {
+    agents: RwLock<BTreeMap<String, AgentRecord>>,
+    executions: RwLock<BTreeMap<Uuid, Arc<ExecCell>>>,
+    /// `(agent_id, idempotency_key)` → execution.
+    idempotency: Mutex<HashMap<(String, String), Uuid>>,
+    /// Approval id → execution id.
+    approvals: Mutex<BTreeMap<Uuid, Uuid>>,
+    /// Executions that may hold a live dispatch (scanned by the reaper).
+    live: Mutex<HashSet<Uuid>>,
+}
+
+/// Locks a mutex, ignoring poisoning (state stays consistent: no panics while held).
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    lock.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Store {
+    /// A registered agent.
+    pub(crate) fn agent(&self, id: &str) -> Option<AgentRecord> {
+        read(&self.agents).get(id).cloned()
+    }
+
+    /// All agents sorted by id.
+    pub(crate) fn agents(&self) -> Vec<Agent> {
+        read(&self.agents)
+            .values()
+            .map(|r| r.agent.clone())
+            .collect()
+    }
+
+    /// Inserts or replaces an agent.
+    pub(crate) fn put_agent(&self, record: AgentRecord) {
+        write(&self.agents).insert(record.agent.id.clone(), record);
+    }
+
+    /// Updates an agent in place; `false` if it does not exist.
+    pub(crate) fn update_agent(&self, id: &str, f: impl FnOnce(&mut AgentRecord)) -> bool {
+        match write(&self.agents).get_mut(id) {
+            Some(record) => {
+                f(record);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Removes an agent.
+    pub(crate) fn delete_agent(&self, id: &str) {
+        write(&self.agents).remove(id);
+    }
+
+    /// An execution's cell.
+    pub(crate) fn execution(&self, id: Uuid) -> Option<Arc<ExecCell>> {
+        read(&self.executions).get(&id).cloned()
+    }
+
+    /// Inserts a new execution.
+    pub(crate) fn insert_execution(&self, cell: Arc<ExecCell>) {
+        write(&self.executions).insert(cell.id, cell);
+    }
+
+    /// All execution cells, newest first.
+    pub(crate) fn executions_desc(&self) -> Vec<Arc<ExecCell>> {
+        read(&self.executions).values().rev().cloned().collect()
+    }
+
+    /// Runs `f` with the idempotency index locked.
+    pub(crate) fn with_idempotency<R>(
+        &self,
+        f: impl FnOnce(&mut HashMap<(String, String), Uuid>) -> R,
+    ) -> R {
+        f(&mut lock(&self.idempotency))
+    }
+
+    /// Records which execution owns an approval.
+    pub(crate) fn index_approval(&self, approval: Uuid, execution: Uuid) {
+        lock(&self.approvals).insert(approval, execution);
+    }
+
+    /// The execution owning an approval.
+    pub(crate) fn approval_execution(&self, approval: Uuid) -> Option<Uuid> {
+        lock(&self.approvals).get(&approval).copied()
+    }
+
+    /// All approval ids (oldest first) with their executions.
+    pub(crate) fn approval_ids(&self) -> Vec<(Uuid, Uuid)> {
+        lock(&self.approvals)
+            .iter()
+            .map(|(a, e)| (*a, *e))
+            .collect()
+    }
+
+    /// Marks an execution as possibly holding a live dispatch.
+    pub(crate) fn mark_live(&self, id: Uuid) {
+        lock(&self.live).insert(id);
+    }
+
+    /// Forgets an execution that holds no live dispatch any more.
+    pub(crate) fn unmark_live(&self, id: Uuid) {
+        lock(&self.live).remove(&id);
+    }
+
+    /// Executions that may hold a live dispatch.
+    pub(crate) fn live(&self) -> Vec<Uuid> {
+        lock(&self.live).iter().copied().collect()
+    }
+}

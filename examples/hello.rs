@@ -1,0 +1,113 @@
+//! A durable agent with two tool calls and a local step, end to end.
+//!
+//! Run with: `cargo run --example hello`
+//!
+//! With `REBUNO_URL` unset it starts the dev kernel in-process, serves the agent on an ephemeral
+//! port, registers it, runs one execution and prints the output and the event log.
+//!
+//! With `REBUNO_URL` set (and `REBUNO_AGENT_SECRET`), it only serves the agent on
+//! `0.0.0.0:${PORT:-5000}/webhook` against that kernel, until Ctrl-C. Register it there, e.g.
+//! with `rebuno-dev --config manifest.yaml`, then create executions of agent `hello`.
+#![allow(clippy::disallowed_methods)] // an example is a host: it may spawn
+
+use std::time::Duration;
+
+use rebuno::{Agent, HandlerError, Tool, define_tool, step};
+use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tokio::net::TcpListener;
+
+#[derive(Deserialize)]
+struct Input {
+    name: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Lookup {
+    name: String,
+}
+
+fn tools() -> (Tool<Lookup, String>, Tool<Lookup, u32>) {
+    let greeting = define_tool("greeting")
+        .description("Pick a greeting for a person")
+        .execute(|args: Lookup| async move { Ok::<_, HandlerError>(format!("Hello, {}!", args.name)) });
+    let lucky = define_tool("lucky_number")
+        .description("A person's lucky number")
+        .execute(|args: Lookup| async move { Ok::<_, HandlerError>(args.name.len() as u32 * 7) });
+    (greeting, lucky)
+}
+
+fn bind(agent: &Agent) {
+    let (greeting, lucky) = tools();
+    agent.bind(move |input: Input| {
+        let (greeting, lucky) = (greeting.clone(), lucky.clone());
+        async move {
+            let text = greeting.call(Lookup { name: input.name.clone() }).await?;
+            let number = lucky.call(Lookup { name: input.name }).await?;
+            let run_id = step("run_id", || async { Ok::<_, HandlerError>(rebuno::execution()?.id().to_owned()) }).await?;
+            Ok::<_, HandlerError>(json!({ "greeting": text, "lucky_number": number, "run": run_id }))
+        }
+    });
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt().with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into())).init();
+    match std::env::var("REBUNO_URL") {
+        Ok(url) if !url.is_empty() => serve_only().await,
+        _ => run_embedded().await,
+    }
+}
+
+/// Serves against an external kernel until Ctrl-C.
+async fn serve_only() -> Result<(), Box<dyn std::error::Error>> {
+    let agent = Agent::builder("hello").build()?;
+    bind(&agent);
+    let port = std::env::var("PORT").unwrap_or_else(|_| "5000".into());
+    let listener = TcpListener::bind(format!("0.0.0.0:{port}")).await?;
+    println!("serving agent `hello` on http://{}/webhook for {}", listener.local_addr()?, agent.base_url());
+    rebuno_hyper::serve(listener, agent)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
+    Ok(())
+}
+
+/// Starts the dev kernel in-process and runs one execution end to end.
+async fn run_embedded() -> Result<(), Box<dyn std::error::Error>> {
+    let kernel = DevKernel::start().await?;
+    let agent = Agent::builder("hello").secret("dev-secret").base_url(kernel.url()).build()?;
+    bind(&agent);
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let webhook = format!("http://{}/webhook", listener.local_addr()?);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(
+        rebuno_hyper::serve(listener, agent)
+            .with_graceful_shutdown(async {
+                let _ = stopped.await;
+            })
+            .into_future(),
+    );
+    kernel.register_agent(AgentSpec::new("hello", webhook.clone(), "dev-secret"))?;
+    println!("dev kernel at {}; agent `hello` at {webhook}", kernel.url());
+
+    let created = kernel.create_execution(CreateExecution::new("hello", json!({ "name": "Ada" }))).await?;
+    let done = kernel.wait_terminal(created.id, Duration::from_secs(30)).await?;
+    println!("\nexecution {} {}", done.id, done.status.as_str());
+    println!("output: {}", serde_json::to_string_pretty(&done.output)?);
+    if !done.failure_reason.is_empty() {
+        println!("failure_reason: {}", done.failure_reason);
+    }
+    println!("\nevents:");
+    for event in kernel.events(done.id) {
+        println!("{:>3}  {:<22} {}", event.event_seq, event.kind, event.payload);
+    }
+    let _ = stop.send(());
+    server.await??;
+    kernel.shutdown().await;
+    Ok(())
+}
+
+use std::future::IntoFuture;

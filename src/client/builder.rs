@@ -1,0 +1,75 @@
+//! Configuring a [`Client`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Client, Inner};
+use crate::Secret;
+use crate::error::{Error, ErrorKind, Result};
+use crate::kernel::{Exchange, SharedTransport, Transport};
+use crate::rt::Runtime;
+
+/// Builds a [`Client`]. [`build`](Self::build) reports every problem at once.
+#[derive(Debug, Default)]
+#[must_use = "call `build()` to get a Client"]
+pub struct ClientBuilder {
+    base_url: Option<String>,
+    api_key: Option<Secret>,
+    timeout: Option<Duration>,
+    runtime: Option<Runtime>,
+    transport: Option<SharedTransport>,
+}
+
+impl ClientBuilder {
+    /// The kernel's URL. Defaults to `REBUNO_URL`.
+    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = Some(url.into());
+        self
+    }
+
+    /// The bearer token (an API key). Defaults to `REBUNO_API_KEY`; none for a dev kernel.
+    pub fn api_key(mut self, key: impl Into<Secret>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// Timeout of each request. Defaults to 35 s.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Sleeper and clock for retries and [`Client::wait`]. Defaults to Tokio with `rt-tokio`.
+    pub fn runtime(mut self, runtime: Runtime) -> Self {
+        self.runtime = Some(runtime);
+        self
+    }
+
+    /// How requests are sent. Defaults to reqwest with feature `reqwest`.
+    pub fn transport(mut self, transport: impl Transport + 'static) -> Self {
+        self.transport = Some(SharedTransport::new(transport));
+        self
+    }
+
+    /// Checks the configuration and builds the client.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Config`] naming every missing or invalid setting.
+    pub fn build(self) -> Result<Client> {
+        let mut problems = Vec::new();
+        let url = self.base_url.or_else(|| crate::config::env("REBUNO_URL"));
+        let base = crate::config::base_url(url, &mut problems);
+        let runtime = crate::config::runtime(self.runtime, &mut problems);
+        let transport = crate::config::transport(self.transport, &mut problems);
+        let token = self.api_key.or_else(|| crate::config::env("REBUNO_API_KEY").map(Secret::new)).filter(|k| !k.is_empty());
+        let timeout = self.timeout.unwrap_or(crate::config::DEFAULT_TIMEOUT);
+        match (base, runtime, transport) {
+            (Some(base), Some(runtime), Some(transport)) if problems.is_empty() => {
+                let exchange = Exchange::new(transport, runtime, timeout);
+                Ok(Client { inner: Arc::new(Inner { base, token, exchange }) })
+            }
+            _ => Err(Error::new(ErrorKind::Config, format!("invalid client configuration: {}", problems.join("; ")))),
+        }
+    }
+}

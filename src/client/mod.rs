@@ -1,0 +1,279 @@
+//! The client API: create, inspect, cancel and fork executions; resolve approvals.
+
+mod builder;
+mod requests;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::Method;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+pub use self::builder::ClientBuilder;
+pub use self::requests::{CreateExecution, ListExecutions};
+use crate::Secret;
+use crate::error::{Error, ErrorKind, Result};
+use crate::kernel::{BaseUrl, Exchange, Replayable, encode_segment};
+use crate::wire::{Approval, Event, Execution, ForkPoints, Step};
+
+/// A client of the kernel's client API, authenticated with a bearer token (an API key or the
+/// bootstrap token; none for a dev kernel).
+///
+/// Cheap to clone.
+///
+/// ```no_run
+/// # async fn demo() -> rebuno::Result<()> {
+/// let client = rebuno::Client::builder().base_url("http://127.0.0.1:8080").build()?;
+/// let execution = client.create("hello").input(serde_json::json!({"name": "Ada"})).send().await?;
+/// let done = client.wait(&execution.id, std::time::Duration::from_secs(60)).await?;
+/// println!("{:?}", done.output);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    base: BaseUrl,
+    token: Option<Secret>,
+    exchange: Exchange,
+}
+
+impl Client {
+    /// Starts configuring a client (`REBUNO_URL` and `REBUNO_API_KEY` are the defaults).
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::default()
+    }
+
+    /// Starts creating an execution of `agent_id`; finish with [`CreateExecution::send`].
+    pub fn create(&self, agent_id: impl Into<String>) -> CreateExecution {
+        CreateExecution::new(self.clone(), agent_id.into())
+    }
+
+    /// One execution.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Api`] with code `not_found` for an unknown id; network errors.
+    pub async fn get(&self, execution_id: &str) -> Result<Execution> {
+        self.read(&format!("/v0/executions/{}", encode_segment(execution_id))).await
+    }
+
+    /// Starts listing executions; finish with [`ListExecutions::send`].
+    pub fn list(&self) -> ListExecutions {
+        ListExecutions::new(self.clone())
+    }
+
+    /// Events of an execution after `after_seq` (0 for all), at most `limit` (kernel default 100).
+    ///
+    /// # Errors
+    ///
+    /// Unknown execution, network errors.
+    pub async fn events(&self, execution_id: &str, after_seq: u64, limit: Option<u32>) -> Result<Vec<Event>> {
+        let mut path = format!("/v0/executions/{}/events", encode_segment(execution_id));
+        let mut query = Vec::new();
+        if after_seq > 0 {
+            query.push(format!("after_seq={after_seq}"));
+        }
+        if let Some(limit) = limit {
+            query.push(format!("limit={limit}"));
+        }
+        if !query.is_empty() {
+            path = format!("{path}?{}", query.join("&"));
+        }
+        self.read_list(&path).await
+    }
+
+    /// The whole event log of an execution, page by page.
+    ///
+    /// # Errors
+    ///
+    /// As [`events`](Self::events).
+    pub async fn all_events(&self, execution_id: &str) -> Result<Vec<Event>> {
+        let mut all: Vec<Event> = Vec::new();
+        loop {
+            let after = all.last().map_or(0, |e| e.event_seq);
+            let page = self.events(execution_id, after, Some(1000)).await?;
+            if page.is_empty() {
+                return Ok(all);
+            }
+            all.extend(page);
+        }
+    }
+
+    /// Cancels an execution (its live subagents too).
+    ///
+    /// # Errors
+    ///
+    /// `conflict` when it is already terminal; `not_found`.
+    pub async fn cancel(&self, execution_id: &str) -> Result<()> {
+        let path = format!("/v0/executions/{}/cancel", encode_segment(execution_id));
+        self.send(Method::POST, &path, None, Replayable::Yes).await.map(drop)
+    }
+
+    /// Forks an execution at event `at_seq`: copied steps replay, the rest runs live.
+    ///
+    /// # Errors
+    ///
+    /// `validation_error` for a seq out of range; `conflict` for a used session.
+    pub async fn fork(&self, execution_id: &str, at_seq: u64, session: Option<&str>, policy_bundle: Option<&str>) -> Result<Execution> {
+        let path = format!("/v0/executions/{}/fork", encode_segment(execution_id));
+        let mut body = json!({ "at_seq": at_seq });
+        if let Some(session) = session {
+            body["session"] = json!(session);
+        }
+        if let Some(bundle) = policy_bundle {
+            body["policy_bundle"] = json!(bundle);
+        }
+        self.write(&path, &body).await
+    }
+
+    /// Where an execution can be forked and which checkpoints cover which events.
+    ///
+    /// # Errors
+    ///
+    /// `not_found`; network errors.
+    pub async fn fork_points(&self, execution_id: &str) -> Result<ForkPoints> {
+        self.read(&format!("/v0/executions/{}/fork-points", encode_segment(execution_id))).await
+    }
+
+    /// The recorded steps of an execution (only settled ones with `terminal_only`).
+    ///
+    /// # Errors
+    ///
+    /// `not_found`; network errors.
+    pub async fn steps(&self, execution_id: &str, terminal_only: bool) -> Result<Vec<Step>> {
+        let query = if terminal_only { "?status=terminal" } else { "" };
+        self.read_list(&format!("/v0/executions/{}/steps{query}", encode_segment(execution_id))).await
+    }
+
+    /// One step, or `None` if the execution has no such step.
+    ///
+    /// # Errors
+    ///
+    /// Network errors.
+    pub async fn step(&self, execution_id: &str, step_id: &str) -> Result<Option<Step>> {
+        let path = format!("/v0/executions/{}/steps/{}", encode_segment(execution_id), encode_segment(step_id));
+        not_found_as_none(self.read(&path).await)
+    }
+
+    /// Approvals with `status` (`pending` when `None`).
+    ///
+    /// # Errors
+    ///
+    /// Network errors; `forbidden` without `approvals:read`.
+    pub async fn approvals(&self, status: Option<&str>) -> Result<Vec<Approval>> {
+        self.read_list(&format!("/v0/approvals?status={}", encode_segment(status.unwrap_or("pending")))).await
+    }
+
+    /// One approval.
+    ///
+    /// # Errors
+    ///
+    /// `not_found`; network errors.
+    pub async fn approval(&self, approval_id: &str) -> Result<Approval> {
+        self.read(&format!("/v0/approvals/{}", encode_segment(approval_id))).await
+    }
+
+    /// Grants an approval; the step runs when the execution resumes.
+    ///
+    /// # Errors
+    ///
+    /// `forbidden` when `decided_by` is not an approver; `conflict` when already decided.
+    pub async fn grant(&self, approval_id: &str, decided_by: &str, rationale: &str) -> Result<()> {
+        self.decide(approval_id, "grant", decided_by, rationale).await
+    }
+
+    /// Denies an approval; the step's call returns the denial.
+    ///
+    /// # Errors
+    ///
+    /// As [`grant`](Self::grant).
+    pub async fn deny(&self, approval_id: &str, decided_by: &str, rationale: &str) -> Result<()> {
+        self.decide(approval_id, "deny", decided_by, rationale).await
+    }
+
+    /// Polls until the execution is completed, failed or cancelled.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Network`] when `timeout` passes first; errors of [`get`](Self::get).
+    pub async fn wait(&self, execution_id: &str, timeout: Duration) -> Result<Execution> {
+        let mut waited = Duration::ZERO;
+        let mut pause = Duration::from_millis(50);
+        loop {
+            let execution = self.get(execution_id).await?;
+            if execution.status.is_terminal() {
+                return Ok(execution);
+            }
+            if waited >= timeout {
+                return Err(Error::new(ErrorKind::Network, format!("execution {execution_id} still {:?} after {timeout:?}", execution.status)));
+            }
+            self.inner.exchange.runtime.sleep(pause).await;
+            waited += pause;
+            pause = (pause * 2).min(Duration::from_secs(1));
+        }
+    }
+
+    async fn decide(&self, approval_id: &str, verb: &str, decided_by: &str, rationale: &str) -> Result<()> {
+        let path = format!("/v0/approvals/{}/{verb}", encode_segment(approval_id));
+        let body = json!({ "decided_by": decided_by, "rationale": rationale });
+        self.send(Method::POST, &path, Some(encode(&body)?), Replayable::Yes).await.map(drop)
+    }
+
+    pub(crate) async fn read<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
+        decode(self.send(Method::GET, path, None, Replayable::Yes).await?.body())
+    }
+
+    /// Reads a list the kernel may render as `null` when empty.
+    async fn read_list<T: DeserializeOwned>(&self, path: &str) -> Result<Vec<T>> {
+        let list: Option<Vec<T>> = self.read(path).await?;
+        Ok(list.unwrap_or_default())
+    }
+
+    pub(crate) async fn write<T: DeserializeOwned>(&self, path: &str, body: &impl Serialize) -> Result<T> {
+        decode(self.send(Method::POST, path, Some(encode(body)?), Replayable::Yes).await?.body())
+    }
+
+    async fn send(&self, method: Method, path: &str, body: Option<Bytes>, replayable: Replayable) -> Result<http::Response<Bytes>> {
+        self.inner.exchange.send(replayable, || self.build(method.clone(), path, body.clone())).await
+    }
+
+    fn build(&self, method: Method, path: &str, body: Option<Bytes>) -> Result<http::Request<Bytes>> {
+        let target = self.inner.base.target(path);
+        let mut builder = http::Request::builder().method(method).uri(self.inner.base.uri(&target));
+        if body.is_some() {
+            builder = builder.header(http::header::CONTENT_TYPE, "application/json");
+        }
+        if let Some(token) = &self.inner.token {
+            let mut value = http::HeaderValue::from_bytes(&[b"Bearer ", token.expose()].concat())
+                .map_err(|_| Error::new(ErrorKind::Config, "API key is not a valid header value"))?;
+            value.set_sensitive(true);
+            builder = builder.header(http::header::AUTHORIZATION, value);
+        }
+        builder
+            .body(body.unwrap_or_default())
+            .map_err(|e| Error::new(ErrorKind::Config, "invalid client request").with_source(e))
+    }
+}
+
+fn not_found_as_none<T>(result: Result<T>) -> Result<Option<T>> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(e) if e.code() == Some("not_found") => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn encode(value: &impl Serialize) -> Result<Bytes> {
+    serde_json::to_vec(value).map(Bytes::from).map_err(|e| Error::serde("could not encode a client request", e))
+}
+
+fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T> {
+    serde_json::from_slice(body).map_err(|e| Error::new(ErrorKind::Protocol, "unexpected kernel response").with_source(e))
+}

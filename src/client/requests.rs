@@ -1,0 +1,132 @@
+//! Request builders of the [`Client`] with optional fields.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::Client;
+use crate::error::Result;
+use crate::wire::{Execution, ExecutionPage, ExecutionStatus, SpawnedBy};
+
+/// An execution being created; finish with [`send`](Self::send). See [`Client::create`].
+#[derive(Debug, Serialize)]
+#[must_use = "call `send()` to create the execution"]
+pub struct CreateExecution {
+    #[serde(skip)]
+    client: Client,
+    agent_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    idempotency_key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    spawned_by: Option<SpawnedBy>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    on_behalf_of: Option<String>,
+}
+
+impl CreateExecution {
+    pub(super) fn new(client: Client, agent_id: String) -> Self {
+        Self { client, agent_id, input: None, session: None, idempotency_key: None, spawned_by: None, on_behalf_of: None }
+    }
+
+    /// The input handed to the agent's handler.
+    pub fn input(mut self, input: Value) -> Self {
+        self.input = Some(input);
+        self
+    }
+
+    /// A session: executions of one session run one at a time, each continuing from the last.
+    pub fn session(mut self, session: impl Into<String>) -> Self {
+        self.session = Some(session.into());
+        self
+    }
+
+    /// A key that makes creation idempotent: the same key returns the same execution.
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// Makes this a subagent execution of a parent's tool step.
+    pub fn spawned_by(mut self, execution_id: impl Into<String>, step_id: impl Into<String>) -> Self {
+        self.spawned_by = Some(SpawnedBy { execution_id: execution_id.into(), step_id: step_id.into() });
+        self
+    }
+
+    /// The end-user subject the execution acts for.
+    pub fn on_behalf_of(mut self, subject: impl Into<String>) -> Self {
+        self.on_behalf_of = Some(subject.into());
+        self
+    }
+
+    /// Creates the execution.
+    ///
+    /// # Errors
+    ///
+    /// `not_found` for an unknown agent, `validation_error`, `conflict`; network errors.
+    pub async fn send(self) -> Result<Execution> {
+        self.client.write("/v0/executions", &self).await
+    }
+}
+
+/// A filtered, paged listing; finish with [`send`](Self::send). See [`Client::list`].
+#[derive(Debug)]
+#[must_use = "call `send()` to list"]
+pub struct ListExecutions {
+    client: Client,
+    query: Vec<(&'static str, String)>,
+}
+
+impl ListExecutions {
+    pub(super) fn new(client: Client) -> Self {
+        Self { client, query: Vec::new() }
+    }
+
+    /// Only executions of this agent.
+    pub fn agent_id(self, agent_id: impl Into<String>) -> Self {
+        self.with("agent_id", agent_id.into())
+    }
+
+    /// Only executions of this session.
+    pub fn session(self, session: impl Into<String>) -> Self {
+        self.with("session", session.into())
+    }
+
+    /// Only executions with this status.
+    pub fn status(self, status: ExecutionStatus) -> Self {
+        let text = serde_json::to_value(status).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+        self.with("status", text)
+    }
+
+    /// Continue after this cursor ([`ExecutionPage::next_cursor`]).
+    pub fn cursor(self, cursor: impl Into<String>) -> Self {
+        self.with("cursor", cursor.into())
+    }
+
+    /// Page size (kernel default 50, at most 200).
+    pub fn limit(self, limit: u32) -> Self {
+        self.with("limit", limit.to_string())
+    }
+
+    fn with(mut self, key: &'static str, value: String) -> Self {
+        self.query.push((key, value));
+        self
+    }
+
+    /// Fetches one page, newest first.
+    ///
+    /// # Errors
+    ///
+    /// `validation_error` for a bad cursor or limit; network errors.
+    pub async fn send(self) -> Result<ExecutionPage> {
+        let query: Vec<String> = self
+            .query
+            .iter()
+            .map(|(k, v)| format!("{k}={}", crate::kernel::encode_segment(v)))
+            .collect();
+        let path = if query.is_empty() { "/v0/executions".to_owned() } else { format!("/v0/executions?{}", query.join("&")) };
+        self.client.read(&path).await
+    }
+}

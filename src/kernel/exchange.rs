@@ -1,0 +1,61 @@
+//! Sending a request to the kernel: build afresh per try, retry with backoff, map errors.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::retry::{Replayable, RetryPolicy};
+use super::transport::{SharedTransport, TransportError};
+use super::error_from_response;
+use crate::error::{Error, ErrorKind, Result};
+use crate::rt::Runtime;
+
+/// The transport, runtime and limits shared by the agent's and the client's requests.
+#[derive(Clone, Debug)]
+pub(crate) struct Exchange {
+    pub(crate) transport: SharedTransport,
+    pub(crate) runtime: Runtime,
+    pub(crate) timeout: Duration,
+    pub(crate) retry: RetryPolicy,
+}
+
+impl Exchange {
+    pub(crate) fn new(transport: SharedTransport, runtime: Runtime, timeout: Duration) -> Self {
+        Self { transport, runtime, timeout, retry: RetryPolicy::default() }
+    }
+
+    /// Sends the request `build` makes, building it again for every retry (so each try gets a
+    /// fresh timestamp and signature), while the kernel is unreachable or unavailable.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Network`] when no response came; the mapped envelope for a status ≥ 300.
+    pub(crate) async fn send(
+        &self,
+        replayable: Replayable,
+        build: impl Fn() -> Result<http::Request<Bytes>>,
+    ) -> Result<http::Response<Bytes>> {
+        let mut tries = 1;
+        loop {
+            let outcome = self.transport.send(build()?, self.timeout).await;
+            let again = match &outcome {
+                Ok(response) => self.retry.retry_status(response.status(), replayable),
+                Err(error) => self.retry.retry_transport(error, replayable),
+            };
+            if !again || tries >= self.retry.attempts {
+                return finish(outcome);
+            }
+            tracing::debug!(tries, "kernel request failed; retrying");
+            self.runtime.sleep(self.retry.delay(tries)).await;
+            tries += 1;
+        }
+    }
+}
+
+fn finish(outcome: std::result::Result<http::Response<Bytes>, TransportError>) -> Result<http::Response<Bytes>> {
+    let response = outcome.map_err(|e| Error::new(ErrorKind::Network, e.to_string()).with_source(e))?;
+    if response.status().as_u16() >= 300 {
+        return Err(error_from_response(response.status(), response.body()));
+    }
+    Ok(response)
+}
