@@ -21,7 +21,9 @@ pub(crate) fn base_url(url: Option<String>, problems: &mut Vec<String>) -> Optio
         problems.push("kernel URL required (set REBUNO_URL or call .base_url())".to_owned());
         return None;
     };
-    BaseUrl::parse(&url).map_err(|e| problems.push(e.to_string())).ok()
+    BaseUrl::parse(&url)
+        .map_err(|e| problems.push(e.to_string()))
+        .ok()
 }
 
 /// The runtime, defaulting to Tokio with feature `rt-tokio`, or a recorded problem.
@@ -34,7 +36,10 @@ pub(crate) fn runtime(runtime: Option<Runtime>, problems: &mut Vec<String>) -> O
 }
 
 /// The transport, defaulting to reqwest with feature `reqwest`, or a recorded problem.
-pub(crate) fn transport(transport: Option<SharedTransport>, problems: &mut Vec<String>) -> Option<SharedTransport> {
+pub(crate) fn transport(
+    transport: Option<SharedTransport>,
+    problems: &mut Vec<String>,
+) -> Option<SharedTransport> {
     match transport.map(Ok).or_else(default_transport) {
         Some(Ok(transport)) => Some(transport),
         Some(Err(error)) => {
@@ -63,7 +68,9 @@ fn default_transport() -> Option<Result<SharedTransport>> {
     Some(
         crate::kernel::ReqwestTransport::new()
             .map(SharedTransport::new)
-            .map_err(|e| Error::new(ErrorKind::Config, "could not create the HTTP client").with_source(e)),
+            .map_err(|e| {
+                Error::new(ErrorKind::Config, "could not create the HTTP client").with_source(e)
+            }),
     )
 }
 

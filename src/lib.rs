@@ -12,6 +12,7 @@ pub mod rt;
 mod secret;
 pub mod signing;
 mod step;
+mod subagent;
 mod tool;
 pub mod wire;
 
@@ -22,6 +23,7 @@ pub use context::{ExecutionContext, Scoped, execution};
 pub use error::{BoxError, Error, ErrorKind, HandlerError, Result};
 pub use secret::Secret;
 pub use step::{Step, step};
+pub use subagent::{Subagent, subagent};
 pub use tool::{Idempotency, Tool, ToolBuilder, ToolSpec, define_tool};
 
 #[allow(dead_code)]

@@ -108,7 +108,9 @@ impl Step {
             resources: &self.resources,
         };
         let outcome = context
-            .run_effect(effect, || async { body().await.map_err(|e| e.into().into_inner()) })
+            .run_effect(effect, || async {
+                body().await.map_err(|e| e.into().into_inner())
+            })
             .await?;
         outcome.into_value(&self.name)
     }

@@ -126,7 +126,8 @@ impl ToolBuilder {
     {
         let body = move |args: A| {
             let future = body(args);
-            Box::pin(async move { future.await.map_err(|e| e.into().into_inner()) }) as BoxFuture<'static, _>
+            Box::pin(async move { future.await.map_err(|e| e.into().into_inner()) })
+                as BoxFuture<'static, _>
         };
         Tool {
             spec: Arc::new(self.spec),

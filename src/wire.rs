@@ -225,17 +225,21 @@ where
 }
 
 /// The human-readable text of a recorded step error: its `message`, else its `reason`, else the
-/// JSON itself.
+/// JSON itself; a subagent's own `failure_reason` is appended.
 pub(crate) fn error_message(error: &Value) -> String {
-    ["message", "reason"]
-        .iter()
-        .find_map(|key| {
-            error
-                .get(key)
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-        })
-        .map_or_else(|| error.to_string(), str::to_owned)
+    let text = |key: &str| {
+        error
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    let head = text("message")
+        .or_else(|| text("reason"))
+        .map_or_else(|| error.to_string(), str::to_owned);
+    match text("failure_reason") {
+        Some(cause) => format!("{head}: {cause}"),
+        None => head,
+    }
 }
 
 #[cfg(test)]
@@ -264,6 +268,8 @@ mod tests {
             "approval_timeout"
         );
         assert_eq!(error_message(&serde_json::json!(["x"])), "[\"x\"]");
+        let child = serde_json::json!({"reason": "subagent_failed", "execution_id": "c", "failure_reason": "agent_error: boom"});
+        assert_eq!(error_message(&child), "subagent_failed: agent_error: boom");
     }
 }
 

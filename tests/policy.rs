@@ -42,7 +42,10 @@ async fn start(agent_id: &str, bind: impl FnOnce(&rebuno::Agent)) -> (DevKernel,
     kernel
         .register_agent(AgentSpec::new(agent_id, served.webhook_url(), SECRET).policy_yaml(POLICY))
         .expect("register");
-    let client = Client::builder().base_url(kernel.url()).build().expect("client");
+    let client = Client::builder()
+        .base_url(kernel.url())
+        .build()
+        .expect("client");
     (kernel, served, client)
 }
 
@@ -61,7 +64,14 @@ async fn a_denied_tool_returns_the_refusal_as_its_result() {
             async move {
                 let as_llm_sees_it = shell.call_json(json!({ "cmd": "rm -rf /" })).await?;
                 let typed = shell.call(Command { cmd: "ls".into() }).await.unwrap_err();
-                assert_eq!((typed.kind(), typed.reason(), typed.rule_id()), (ErrorKind::Policy, Some("shell is off limits"), Some("no-shell")));
+                assert_eq!(
+                    (typed.kind(), typed.reason(), typed.rule_id()),
+                    (
+                        ErrorKind::Policy,
+                        Some("shell is off limits"),
+                        Some("no-shell")
+                    )
+                );
                 Ok::<_, HandlerError>(as_llm_sees_it)
             }
         });
@@ -71,9 +81,16 @@ async fn a_denied_tool_returns_the_refusal_as_its_result() {
     let done = run(&kernel, "ops", json!({})).await;
 
     assert_eq!(done.status.as_str(), "completed", "{}", done.failure_reason);
-    assert_eq!(done.output, Some(json!("shell not allowed. reason: shell is off limits")));
+    assert_eq!(
+        done.output,
+        Some(json!("shell not allowed. reason: shell is off limits"))
+    );
     assert_eq!(ran.load(Ordering::SeqCst), 0);
-    let denied: Vec<_> = kernel.events(done.id).into_iter().filter(|e| e.kind == "step.denied").collect();
+    let denied: Vec<_> = kernel
+        .events(done.id)
+        .into_iter()
+        .filter(|e| e.kind == "step.denied")
+        .collect();
     assert_eq!(denied.len(), 2);
     assert_eq!(denied[0].payload["rule_id"], "no-shell");
     served.shutdown().await;
@@ -103,37 +120,65 @@ async fn an_approval_blocks_the_execution_until_a_client_grants_it() {
     let sent = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&sent);
     let (kernel, served, client) = start("mailer", move |agent| {
-        let send = define_tool("send_email").idempotency(rebuno::Idempotency::AtMostOnce).execute(move |args: Command| {
-            counter.fetch_add(1, Ordering::SeqCst);
-            async move { Ok::<_, HandlerError>(format!("sent {}", args.cmd)) }
-        });
+        let send = define_tool("send_email")
+            .idempotency(rebuno::Idempotency::AtMostOnce)
+            .execute(move |args: Command| {
+                counter.fetch_add(1, Ordering::SeqCst);
+                async move { Ok::<_, HandlerError>(format!("sent {}", args.cmd)) }
+            });
         agent.bind(move |_: Value| {
             let send = send.clone();
-            async move { Ok::<_, HandlerError>(send.call(Command { cmd: "report".into() }).await?) }
+            async move {
+                Ok::<_, HandlerError>(
+                    send.call(Command {
+                        cmd: "report".into(),
+                    })
+                    .await?,
+                )
+            }
         });
     })
     .await;
 
-    let created = kernel.create_execution(CreateExecution::new("mailer", json!({}))).await.expect("create");
+    let created = kernel
+        .create_execution(CreateExecution::new("mailer", json!({})))
+        .await
+        .expect("create");
     let blocked = kernel
         .wait_until(created.id, WAIT, |s| s.as_str() == "blocked")
         .await
         .expect("execution blocks on the approval");
     assert_eq!(blocked.status.as_str(), "blocked");
-    assert_eq!(sent.load(Ordering::SeqCst), 0, "nothing runs before the grant");
+    assert_eq!(
+        sent.load(Ordering::SeqCst),
+        0,
+        "nothing runs before the grant"
+    );
 
     let pending = client.approvals(None).await.expect("list approvals");
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].execution_id, created.id.to_string());
-    client.grant(&pending[0].id, "alice", "looks fine").await.expect("grant");
+    client
+        .grant(&pending[0].id, "alice", "looks fine")
+        .await
+        .expect("grant");
     let done = kernel.wait_terminal(created.id, WAIT).await.expect("ends");
 
     assert_eq!(done.status.as_str(), "completed", "{}", done.failure_reason);
     assert_eq!(done.output, Some(json!("sent report")));
     assert_eq!(sent.load(Ordering::SeqCst), 1);
     let types = types(&kernel.events(created.id));
-    for expected in ["step.awaiting_approval", "approval.requested", "execution.blocked", "approval.granted", "execution.resumed"] {
-        assert!(types.iter().any(|t| t == expected), "missing {expected} in {types:?}");
+    for expected in [
+        "step.awaiting_approval",
+        "approval.requested",
+        "execution.blocked",
+        "approval.granted",
+        "execution.resumed",
+    ] {
+        assert!(
+            types.iter().any(|t| t == expected),
+            "missing {expected} in {types:?}"
+        );
     }
     let acks = types.iter().filter(|t| *t == "dispatch.acked").count();
     assert_eq!(acks, 2, "the grant re-dispatches the execution");
@@ -144,7 +189,8 @@ async fn an_approval_blocks_the_execution_until_a_client_grants_it() {
 async fn a_denied_approval_returns_the_rationale_to_the_tool_caller() {
     let _trace = trace_init();
     let (kernel, served, client) = start("mailer", |agent| {
-        let send = define_tool("send_email").execute(|args: Command| async move { Ok::<_, HandlerError>(args.cmd) });
+        let send = define_tool("send_email")
+            .execute(|args: Command| async move { Ok::<_, HandlerError>(args.cmd) });
         agent.bind(move |_: Value| {
             let send = send.clone();
             async move { Ok::<_, HandlerError>(send.call_json(json!({ "cmd": "spam" })).await?) }
@@ -152,13 +198,25 @@ async fn a_denied_approval_returns_the_rationale_to_the_tool_caller() {
     })
     .await;
 
-    let created = kernel.create_execution(CreateExecution::new("mailer", json!({}))).await.expect("create");
-    kernel.wait_until(created.id, WAIT, |s| s.as_str() == "blocked").await.expect("blocks");
+    let created = kernel
+        .create_execution(CreateExecution::new("mailer", json!({})))
+        .await
+        .expect("create");
+    kernel
+        .wait_until(created.id, WAIT, |s| s.as_str() == "blocked")
+        .await
+        .expect("blocks");
     let pending = client.approvals(None).await.expect("approvals");
-    client.deny(&pending[0].id, "bob", "not today").await.expect("deny");
+    client
+        .deny(&pending[0].id, "bob", "not today")
+        .await
+        .expect("deny");
     let done = kernel.wait_terminal(created.id, WAIT).await.expect("ends");
 
-    assert_eq!(done.output, Some(json!("send_email not allowed. reason: not today")));
+    assert_eq!(
+        done.output,
+        Some(json!("send_email not allowed. reason: not today"))
+    );
     served.shutdown().await;
 }
 
@@ -185,9 +243,18 @@ async fn a_cancelled_execution_stops_its_handler_without_failing_it() {
     })
     .await;
 
-    let created = kernel.create_execution(CreateExecution::new("patient", json!({}))).await.expect("create");
-    kernel.wait_until(created.id, WAIT, |_| true).await.expect("exists");
-    client.cancel(&created.id.to_string()).await.expect("cancel");
+    let created = kernel
+        .create_execution(CreateExecution::new("patient", json!({})))
+        .await
+        .expect("create");
+    kernel
+        .wait_until(created.id, WAIT, |_| true)
+        .await
+        .expect("exists");
+    client
+        .cancel(&created.id.to_string())
+        .await
+        .expect("cancel");
     release.send(true).expect("release");
     served.shutdown().await;
 
@@ -196,5 +263,10 @@ async fn a_cancelled_execution_stops_its_handler_without_failing_it() {
     assert_eq!(done.failure_reason, "client_cancelled");
     assert_eq!(steps_after_cancel.load(Ordering::SeqCst), 0);
     let types = types(&kernel.events(created.id));
-    assert!(!types.iter().any(|t| t == "execution.completed" || t == "execution.failed"), "{types:?}");
+    assert!(
+        !types
+            .iter()
+            .any(|t| t == "execution.completed" || t == "execution.failed"),
+        "{types:?}"
+    );
 }

@@ -30,9 +30,21 @@ async fn bad_or_missing_signatures_get_401_and_start_nothing() {
 
     assert_eq!(post(&url, PAYLOAD, None).await.status(), 401);
     assert_eq!(post(&url, PAYLOAD, Some(forged)).await.status(), 401);
-    assert_eq!(post(&url, PAYLOAD, Some("sha256=zz".into())).await.status(), 401);
+    assert_eq!(
+        post(&url, PAYLOAD, Some("sha256=zz".into())).await.status(),
+        401
+    );
     let tampered = sign_webhook(&rebuno::Secret::new(SECRET), PAYLOAD.as_bytes());
-    assert_eq!(post(&url, &PAYLOAD.replace("\"dispatch_attempt\":1", "\"dispatch_attempt\":9"), Some(tampered)).await.status(), 401);
+    assert_eq!(
+        post(
+            &url,
+            &PAYLOAD.replace("\"dispatch_attempt\":1", "\"dispatch_attempt\":9"),
+            Some(tampered)
+        )
+        .await
+        .status(),
+        401
+    );
     served.shutdown().await;
 }
 
@@ -44,7 +56,11 @@ async fn malformed_payloads_get_400() {
     })
     .await;
     let url = served.webhook_url();
-    for body in ["not json", r#"{"execution_id":"e"}"#, r#"{"execution_id":"e","dispatch_id":"d","dispatch_attempt":0,"lease_timeout_seconds":120}"#] {
+    for body in [
+        "not json",
+        r#"{"execution_id":"e"}"#,
+        r#"{"execution_id":"e","dispatch_id":"d","dispatch_attempt":0,"lease_timeout_seconds":120}"#,
+    ] {
         let signed = sign_webhook(&rebuno::Secret::new(SECRET), body.as_bytes());
         let response = post(&url, body, Some(signed)).await;
         assert_eq!(response.status(), 400, "{body}");
@@ -69,17 +85,37 @@ async fn the_agent_acknowledges_before_the_run_finishes() {
     })
     .await;
     let created = kernel
-        .create_execution(rebuno_devkernel::CreateExecution::new("slow", serde_json::json!({})))
+        .create_execution(rebuno_devkernel::CreateExecution::new(
+            "slow",
+            serde_json::json!({}),
+        ))
         .await
         .expect("create");
     for _ in 0..200 {
-        if kernel.events(created.id).iter().any(|e| e.kind == "dispatch.acked") {
+        if kernel
+            .events(created.id)
+            .iter()
+            .any(|e| e.kind == "dispatch.acked")
+        {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
-    assert_eq!(kernel.execution(created.id).expect("exists").status.as_str(), "running");
-    assert!(kernel.events(created.id).iter().any(|e| e.kind == "dispatch.acked"), "acked while the handler still waits");
+    assert_eq!(
+        kernel
+            .execution(created.id)
+            .expect("exists")
+            .status
+            .as_str(),
+        "running"
+    );
+    assert!(
+        kernel
+            .events(created.id)
+            .iter()
+            .any(|e| e.kind == "dispatch.acked"),
+        "acked while the handler still waits"
+    );
     release.send(true).expect("release");
     let done = kernel.wait_terminal(created.id, WAIT).await.expect("ends");
     assert_eq!(done.output, Some(serde_json::json!("done")));

@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use super::{Agent, Config, Inner};
 use crate::Secret;
-use crate::error::{Error, ErrorKind, Result};
 use crate::config;
+use crate::error::{Error, ErrorKind, Result};
 use crate::kernel::{KernelClient, SharedTransport, Transport};
 use crate::rt::Runtime;
 
@@ -109,17 +109,26 @@ impl AgentBuilder {
         if self.agent_id.trim().is_empty() {
             problems.push("agent id must not be empty".to_owned());
         }
-        let secret = self.secret.or_else(|| config::env("REBUNO_AGENT_SECRET").map(Secret::new)).filter(|s| !s.is_empty());
+        let secret = self
+            .secret
+            .or_else(|| config::env("REBUNO_AGENT_SECRET").map(Secret::new))
+            .filter(|s| !s.is_empty());
         if secret.is_none() {
             problems.push("secret required (set REBUNO_AGENT_SECRET or call .secret())".to_owned());
         }
         if !self.webhook_path.starts_with('/') {
-            problems.push(format!("webhook path {:?} must start with '/'", self.webhook_path));
+            problems.push(format!(
+                "webhook path {:?} must start with '/'",
+                self.webhook_path
+            ));
         }
         if self.kernel_timeout.is_zero() {
             problems.push("kernel timeout must be positive".to_owned());
         }
-        let base = config::base_url(self.base_url.or_else(|| config::env("REBUNO_URL")), &mut problems);
+        let base = config::base_url(
+            self.base_url.or_else(|| config::env("REBUNO_URL")),
+            &mut problems,
+        );
         let runtime = config::runtime(self.runtime, &mut problems);
         let transport = config::transport(self.transport, &mut problems);
         match (secret, base, runtime, transport) {
@@ -131,10 +140,22 @@ impl AgentBuilder {
                     input_schema: self.input_schema,
                     base_url: base.as_string(),
                 };
-                let kernel = KernelClient::new(base, self.agent_id, secret.clone(), transport, runtime.clone(), self.kernel_timeout);
-                Ok(Agent { inner: Arc::new(Inner::new(config, secret, kernel, runtime)) })
+                let kernel = KernelClient::new(
+                    base,
+                    self.agent_id,
+                    secret.clone(),
+                    transport,
+                    runtime.clone(),
+                    self.kernel_timeout,
+                );
+                Ok(Agent {
+                    inner: Arc::new(Inner::new(config, secret, kernel, runtime)),
+                })
             }
-            _ => Err(Error::new(ErrorKind::Config, format!("invalid agent configuration: {}", problems.join("; ")))),
+            _ => Err(Error::new(
+                ErrorKind::Config,
+                format!("invalid agent configuration: {}", problems.join("; ")),
+            )),
         }
     }
 }

@@ -62,14 +62,26 @@ impl ClientBuilder {
         let base = crate::config::base_url(url, &mut problems);
         let runtime = crate::config::runtime(self.runtime, &mut problems);
         let transport = crate::config::transport(self.transport, &mut problems);
-        let token = self.api_key.or_else(|| crate::config::env("REBUNO_API_KEY").map(Secret::new)).filter(|k| !k.is_empty());
+        let token = self
+            .api_key
+            .or_else(|| crate::config::env("REBUNO_API_KEY").map(Secret::new))
+            .filter(|k| !k.is_empty());
         let timeout = self.timeout.unwrap_or(crate::config::DEFAULT_TIMEOUT);
         match (base, runtime, transport) {
             (Some(base), Some(runtime), Some(transport)) if problems.is_empty() => {
                 let exchange = Exchange::new(transport, runtime, timeout);
-                Ok(Client { inner: Arc::new(Inner { base, token, exchange }) })
+                Ok(Client {
+                    inner: Arc::new(Inner {
+                        base,
+                        token,
+                        exchange,
+                    }),
+                })
             }
-            _ => Err(Error::new(ErrorKind::Config, format!("invalid client configuration: {}", problems.join("; ")))),
+            _ => Err(Error::new(
+                ErrorKind::Config,
+                format!("invalid client configuration: {}", problems.join("; ")),
+            )),
         }
     }
 }

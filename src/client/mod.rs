@@ -45,6 +45,16 @@ struct Inner {
 }
 
 impl Client {
+    pub(crate) fn from_parts(base: BaseUrl, token: Option<Secret>, exchange: Exchange) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                base,
+                token,
+                exchange,
+            }),
+        }
+    }
+
     /// Starts configuring a client (`REBUNO_URL` and `REBUNO_API_KEY` are the defaults).
     pub fn builder() -> ClientBuilder {
         ClientBuilder::default()
@@ -61,7 +71,8 @@ impl Client {
     ///
     /// [`ErrorKind::Api`] with code `not_found` for an unknown id; network errors.
     pub async fn get(&self, execution_id: &str) -> Result<Execution> {
-        self.read(&format!("/v0/executions/{}", encode_segment(execution_id))).await
+        self.read(&format!("/v0/executions/{}", encode_segment(execution_id)))
+            .await
     }
 
     /// Starts listing executions; finish with [`ListExecutions::send`].
@@ -74,7 +85,12 @@ impl Client {
     /// # Errors
     ///
     /// Unknown execution, network errors.
-    pub async fn events(&self, execution_id: &str, after_seq: u64, limit: Option<u32>) -> Result<Vec<Event>> {
+    pub async fn events(
+        &self,
+        execution_id: &str,
+        after_seq: u64,
+        limit: Option<u32>,
+    ) -> Result<Vec<Event>> {
         let mut path = format!("/v0/executions/{}/events", encode_segment(execution_id));
         let mut query = Vec::new();
         if after_seq > 0 {
@@ -113,7 +129,9 @@ impl Client {
     /// `conflict` when it is already terminal; `not_found`.
     pub async fn cancel(&self, execution_id: &str) -> Result<()> {
         let path = format!("/v0/executions/{}/cancel", encode_segment(execution_id));
-        self.send(Method::POST, &path, None, Replayable::Yes).await.map(drop)
+        self.send(Method::POST, &path, None, Replayable::Yes)
+            .await
+            .map(drop)
     }
 
     /// Forks an execution at event `at_seq`: copied steps replay, the rest runs live.
@@ -121,7 +139,13 @@ impl Client {
     /// # Errors
     ///
     /// `validation_error` for a seq out of range; `conflict` for a used session.
-    pub async fn fork(&self, execution_id: &str, at_seq: u64, session: Option<&str>, policy_bundle: Option<&str>) -> Result<Execution> {
+    pub async fn fork(
+        &self,
+        execution_id: &str,
+        at_seq: u64,
+        session: Option<&str>,
+        policy_bundle: Option<&str>,
+    ) -> Result<Execution> {
         let path = format!("/v0/executions/{}/fork", encode_segment(execution_id));
         let mut body = json!({ "at_seq": at_seq });
         if let Some(session) = session {
@@ -139,7 +163,11 @@ impl Client {
     ///
     /// `not_found`; network errors.
     pub async fn fork_points(&self, execution_id: &str) -> Result<ForkPoints> {
-        self.read(&format!("/v0/executions/{}/fork-points", encode_segment(execution_id))).await
+        self.read(&format!(
+            "/v0/executions/{}/fork-points",
+            encode_segment(execution_id)
+        ))
+        .await
     }
 
     /// The recorded steps of an execution (only settled ones with `terminal_only`).
@@ -148,8 +176,16 @@ impl Client {
     ///
     /// `not_found`; network errors.
     pub async fn steps(&self, execution_id: &str, terminal_only: bool) -> Result<Vec<Step>> {
-        let query = if terminal_only { "?status=terminal" } else { "" };
-        self.read_list(&format!("/v0/executions/{}/steps{query}", encode_segment(execution_id))).await
+        let query = if terminal_only {
+            "?status=terminal"
+        } else {
+            ""
+        };
+        self.read_list(&format!(
+            "/v0/executions/{}/steps{query}",
+            encode_segment(execution_id)
+        ))
+        .await
     }
 
     /// One step, or `None` if the execution has no such step.
@@ -158,7 +194,11 @@ impl Client {
     ///
     /// Network errors.
     pub async fn step(&self, execution_id: &str, step_id: &str) -> Result<Option<Step>> {
-        let path = format!("/v0/executions/{}/steps/{}", encode_segment(execution_id), encode_segment(step_id));
+        let path = format!(
+            "/v0/executions/{}/steps/{}",
+            encode_segment(execution_id),
+            encode_segment(step_id)
+        );
         not_found_as_none(self.read(&path).await)
     }
 
@@ -168,7 +208,11 @@ impl Client {
     ///
     /// Network errors; `forbidden` without `approvals:read`.
     pub async fn approvals(&self, status: Option<&str>) -> Result<Vec<Approval>> {
-        self.read_list(&format!("/v0/approvals?status={}", encode_segment(status.unwrap_or("pending")))).await
+        self.read_list(&format!(
+            "/v0/approvals?status={}",
+            encode_segment(status.unwrap_or("pending"))
+        ))
+        .await
     }
 
     /// One approval.
@@ -177,7 +221,8 @@ impl Client {
     ///
     /// `not_found`; network errors.
     pub async fn approval(&self, approval_id: &str) -> Result<Approval> {
-        self.read(&format!("/v0/approvals/{}", encode_segment(approval_id))).await
+        self.read(&format!("/v0/approvals/{}", encode_segment(approval_id)))
+            .await
     }
 
     /// Grants an approval; the step runs when the execution resumes.
@@ -186,7 +231,8 @@ impl Client {
     ///
     /// `forbidden` when `decided_by` is not an approver; `conflict` when already decided.
     pub async fn grant(&self, approval_id: &str, decided_by: &str, rationale: &str) -> Result<()> {
-        self.decide(approval_id, "grant", decided_by, rationale).await
+        self.decide(approval_id, "grant", decided_by, rationale)
+            .await
     }
 
     /// Denies an approval; the step's call returns the denial.
@@ -195,7 +241,8 @@ impl Client {
     ///
     /// As [`grant`](Self::grant).
     pub async fn deny(&self, approval_id: &str, decided_by: &str, rationale: &str) -> Result<()> {
-        self.decide(approval_id, "deny", decided_by, rationale).await
+        self.decide(approval_id, "deny", decided_by, rationale)
+            .await
     }
 
     /// Polls until the execution is completed, failed or cancelled.
@@ -212,7 +259,13 @@ impl Client {
                 return Ok(execution);
             }
             if waited >= timeout {
-                return Err(Error::new(ErrorKind::Network, format!("execution {execution_id} still {:?} after {timeout:?}", execution.status)));
+                return Err(Error::new(
+                    ErrorKind::Network,
+                    format!(
+                        "execution {execution_id} still {:?} after {timeout:?}",
+                        execution.status
+                    ),
+                ));
             }
             self.inner.exchange.runtime.sleep(pause).await;
             waited += pause;
@@ -220,14 +273,26 @@ impl Client {
         }
     }
 
-    async fn decide(&self, approval_id: &str, verb: &str, decided_by: &str, rationale: &str) -> Result<()> {
+    async fn decide(
+        &self,
+        approval_id: &str,
+        verb: &str,
+        decided_by: &str,
+        rationale: &str,
+    ) -> Result<()> {
         let path = format!("/v0/approvals/{}/{verb}", encode_segment(approval_id));
         let body = json!({ "decided_by": decided_by, "rationale": rationale });
-        self.send(Method::POST, &path, Some(encode(&body)?), Replayable::Yes).await.map(drop)
+        self.send(Method::POST, &path, Some(encode(&body)?), Replayable::Yes)
+            .await
+            .map(drop)
     }
 
     pub(crate) async fn read<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
-        decode(self.send(Method::GET, path, None, Replayable::Yes).await?.body())
+        decode(
+            self.send(Method::GET, path, None, Replayable::Yes)
+                .await?
+                .body(),
+        )
     }
 
     /// Reads a list the kernel may render as `null` when empty.
@@ -236,23 +301,51 @@ impl Client {
         Ok(list.unwrap_or_default())
     }
 
-    pub(crate) async fn write<T: DeserializeOwned>(&self, path: &str, body: &impl Serialize) -> Result<T> {
-        decode(self.send(Method::POST, path, Some(encode(body)?), Replayable::Yes).await?.body())
+    pub(crate) async fn write<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &impl Serialize,
+    ) -> Result<T> {
+        decode(
+            self.send(Method::POST, path, Some(encode(body)?), Replayable::Yes)
+                .await?
+                .body(),
+        )
     }
 
-    async fn send(&self, method: Method, path: &str, body: Option<Bytes>, replayable: Replayable) -> Result<http::Response<Bytes>> {
-        self.inner.exchange.send(replayable, || self.build(method.clone(), path, body.clone())).await
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Bytes>,
+        replayable: Replayable,
+    ) -> Result<http::Response<Bytes>> {
+        self.inner
+            .exchange
+            .send(replayable, || {
+                self.build(method.clone(), path, body.clone())
+            })
+            .await
     }
 
-    fn build(&self, method: Method, path: &str, body: Option<Bytes>) -> Result<http::Request<Bytes>> {
+    fn build(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Bytes>,
+    ) -> Result<http::Request<Bytes>> {
         let target = self.inner.base.target(path);
-        let mut builder = http::Request::builder().method(method).uri(self.inner.base.uri(&target));
+        let mut builder = http::Request::builder()
+            .method(method)
+            .uri(self.inner.base.uri(&target));
         if body.is_some() {
             builder = builder.header(http::header::CONTENT_TYPE, "application/json");
         }
         if let Some(token) = &self.inner.token {
             let mut value = http::HeaderValue::from_bytes(&[b"Bearer ", token.expose()].concat())
-                .map_err(|_| Error::new(ErrorKind::Config, "API key is not a valid header value"))?;
+                .map_err(|_| {
+                Error::new(ErrorKind::Config, "API key is not a valid header value")
+            })?;
             value.set_sensitive(true);
             builder = builder.header(http::header::AUTHORIZATION, value);
         }
@@ -271,9 +364,12 @@ fn not_found_as_none<T>(result: Result<T>) -> Result<Option<T>> {
 }
 
 fn encode(value: &impl Serialize) -> Result<Bytes> {
-    serde_json::to_vec(value).map(Bytes::from).map_err(|e| Error::serde("could not encode a client request", e))
+    serde_json::to_vec(value)
+        .map(Bytes::from)
+        .map_err(|e| Error::serde("could not encode a client request", e))
 }
 
 fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T> {
-    serde_json::from_slice(body).map_err(|e| Error::new(ErrorKind::Protocol, "unexpected kernel response").with_source(e))
+    serde_json::from_slice(body)
+        .map_err(|e| Error::new(ErrorKind::Protocol, "unexpected kernel response").with_source(e))
 }

@@ -28,7 +28,15 @@ pub struct CreateExecution {
 
 impl CreateExecution {
     pub(super) fn new(client: Client, agent_id: String) -> Self {
-        Self { client, agent_id, input: None, session: None, idempotency_key: None, spawned_by: None, on_behalf_of: None }
+        Self {
+            client,
+            agent_id,
+            input: None,
+            session: None,
+            idempotency_key: None,
+            spawned_by: None,
+            on_behalf_of: None,
+        }
     }
 
     /// The input handed to the agent's handler.
@@ -50,8 +58,15 @@ impl CreateExecution {
     }
 
     /// Makes this a subagent execution of a parent's tool step.
-    pub fn spawned_by(mut self, execution_id: impl Into<String>, step_id: impl Into<String>) -> Self {
-        self.spawned_by = Some(SpawnedBy { execution_id: execution_id.into(), step_id: step_id.into() });
+    pub fn spawned_by(
+        mut self,
+        execution_id: impl Into<String>,
+        step_id: impl Into<String>,
+    ) -> Self {
+        self.spawned_by = Some(SpawnedBy {
+            execution_id: execution_id.into(),
+            step_id: step_id.into(),
+        });
         self
     }
 
@@ -81,7 +96,10 @@ pub struct ListExecutions {
 
 impl ListExecutions {
     pub(super) fn new(client: Client) -> Self {
-        Self { client, query: Vec::new() }
+        Self {
+            client,
+            query: Vec::new(),
+        }
     }
 
     /// Only executions of this agent.
@@ -96,7 +114,10 @@ impl ListExecutions {
 
     /// Only executions with this status.
     pub fn status(self, status: ExecutionStatus) -> Self {
-        let text = serde_json::to_value(status).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+        let text = serde_json::to_value(status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
         self.with("status", text)
     }
 
@@ -126,7 +147,11 @@ impl ListExecutions {
             .iter()
             .map(|(k, v)| format!("{k}={}", crate::kernel::encode_segment(v)))
             .collect();
-        let path = if query.is_empty() { "/v0/executions".to_owned() } else { format!("/v0/executions?{}", query.join("&")) };
+        let path = if query.is_empty() {
+            "/v0/executions".to_owned()
+        } else {
+            format!("/v0/executions?{}", query.join("&"))
+        };
         self.client.read(&path).await
     }
 }

@@ -7,19 +7,37 @@
 use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use pin_project_lite::pin_project;
 
 use super::ExecutionContext;
 
+/// What is current while a scoped future is polled.
+#[derive(Clone, Debug)]
+struct Ambient {
+    context: ExecutionContext,
+    /// The step whose body is running, inside a tool or step body.
+    step: Option<Arc<str>>,
+}
+
 thread_local! {
-    static CURRENT: RefCell<Option<ExecutionContext>> = const { RefCell::new(None) };
+    static CURRENT: RefCell<Option<Ambient>> = const { RefCell::new(None) };
 }
 
 /// The context of the execution whose handler is being polled on this thread.
 pub(crate) fn current() -> Option<ExecutionContext> {
-    CURRENT.with(|slot| slot.borrow().clone())
+    CURRENT.with(|slot| slot.borrow().as_ref().map(|a| a.context.clone()))
+}
+
+/// The step whose body is being polled on this thread, with its execution.
+pub(crate) fn current_step() -> Option<(ExecutionContext, Arc<str>)> {
+    CURRENT.with(|slot| {
+        let slot = slot.borrow();
+        let ambient = slot.as_ref()?;
+        Some((ambient.context.clone(), Arc::clone(ambient.step.as_ref()?)))
+    })
 }
 
 pin_project! {
@@ -28,7 +46,7 @@ pin_project! {
     #[derive(Debug)]
     #[must_use = "futures do nothing unless polled"]
     pub struct Scoped<F> {
-        context: ExecutionContext,
+        ambient: Ambient,
         #[pin]
         future: F,
     }
@@ -36,7 +54,24 @@ pin_project! {
 
 impl<F> Scoped<F> {
     pub(crate) fn new(context: ExecutionContext, future: F) -> Self {
-        Self { context, future }
+        Self {
+            ambient: Ambient {
+                context,
+                step: None,
+            },
+            future,
+        }
+    }
+
+    /// Scopes a step body: its step id is current too.
+    pub(crate) fn in_step(context: ExecutionContext, step_id: &str, future: F) -> Self {
+        Self {
+            ambient: Ambient {
+                context,
+                step: Some(Arc::from(step_id)),
+            },
+            future,
+        }
     }
 }
 
@@ -45,17 +80,17 @@ impl<F: Future> Future for Scoped<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
-        let _restore = Swap::enter(this.context.clone());
+        let _restore = Swap::enter(this.ambient.clone());
         this.future.poll(cx)
     }
 }
 
-/// Puts a context in the slot and restores the previous one on drop.
-struct Swap(Option<ExecutionContext>);
+/// Puts an ambient in the slot and restores the previous one on drop.
+struct Swap(Option<Ambient>);
 
 impl Swap {
-    fn enter(context: ExecutionContext) -> Self {
-        Self(CURRENT.with(|slot| slot.replace(Some(context))))
+    fn enter(ambient: Ambient) -> Self {
+        Self(CURRENT.with(|slot| slot.replace(Some(ambient))))
     }
 }
 

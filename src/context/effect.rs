@@ -7,7 +7,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tracing::Instrument;
 
-use super::ExecutionContext;
+use super::{ExecutionContext, Scoped};
 use crate::error::{BoxError, Error, ErrorKind, Result, find_rebuno};
 use crate::kernel::api::StepSubmission;
 use crate::tool::Idempotency;
@@ -46,7 +46,8 @@ impl<R: DeserializeOwned> Outcome<R> {
 }
 
 impl ExecutionContext {
-    /// Submits `effect`; on `proceed` runs `body` and records its outcome.
+    /// Submits `effect`; on `proceed` runs `body` and records its outcome. The call counts as in
+    /// flight for suspension while it runs.
     pub(crate) async fn run_effect<R, Fut>(
         &self,
         effect: Effect<'_>,
@@ -62,21 +63,32 @@ impl ExecutionContext {
             target = effect.target,
             step_id = tracing::field::Empty
         );
-        async {
-            let decision = self.submit(&effect).await?;
-            let step_id = decision.step_id.clone().unwrap_or_default();
-            tracing::Span::current().record("step_id", step_id.as_str());
-            match decision.decision {
-                Decision::Replay => replayed(decision, effect.target).map(Outcome::Replayed),
-                Decision::Proceed => self
-                    .run_live(effect.target, &step_id, body)
-                    .await
-                    .map(Outcome::Live),
-                _ => Err(self.refusal(decision)),
-            }
+        let in_flight = self.call_started();
+        let outcome = self.decide_and_run(effect, body).instrument(span).await;
+        self.call_finished(in_flight).await;
+        outcome
+    }
+
+    async fn decide_and_run<R, Fut>(
+        &self,
+        effect: Effect<'_>,
+        body: impl FnOnce() -> Fut,
+    ) -> Result<Outcome<R>>
+    where
+        R: Serialize,
+        Fut: Future<Output = std::result::Result<R, BoxError>>,
+    {
+        let decision = self.submit(&effect).await?;
+        let step_id = decision.step_id.clone().unwrap_or_default();
+        tracing::Span::current().record("step_id", step_id.as_str());
+        match decision.decision {
+            Decision::Replay => replayed(decision, effect.target).map(Outcome::Replayed),
+            Decision::Proceed => self
+                .run_live(effect.target, &step_id, body)
+                .await
+                .map(Outcome::Live),
+            _ => Err(self.refusal(decision)),
         }
-        .instrument(span)
-        .await
     }
 
     async fn submit(&self, effect: &Effect<'_>) -> Result<StepDecision> {
@@ -110,7 +122,7 @@ impl ExecutionContext {
                 "kernel said proceed without a step_id",
             ));
         }
-        let value = match body().await {
+        let value = match Scoped::in_step(self.clone(), step_id, body()).await {
             Ok(value) => value,
             Err(error) => return Err(self.body_failed(target, step_id, error).await),
         };

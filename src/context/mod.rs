@@ -2,6 +2,7 @@
 
 mod ambient;
 mod effect;
+mod suspend;
 
 use std::fmt;
 use std::future::Future;
@@ -34,6 +35,7 @@ struct Inner {
     lease: Lease,
     control: Mutex<Option<ErrorKind>>,
     state: Mutex<Option<Value>>,
+    calls: Mutex<suspend::Calls>,
 }
 
 /// The current execution.
@@ -68,6 +70,7 @@ impl ExecutionContext {
                 lease,
                 control: Mutex::new(None),
                 state: Mutex::new(None),
+                calls: Mutex::new(suspend::Calls::default()),
             }),
         }
     }
@@ -185,4 +188,4 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-pub(crate) use ambient::current;
+pub(crate) use ambient::{current, current_step};

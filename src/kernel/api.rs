@@ -191,3 +191,35 @@ fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T> {
     serde_json::from_slice(body)
         .map_err(|e| Error::new(ErrorKind::Protocol, "unexpected kernel response").with_source(e))
 }
+
+impl KernelClient {
+    /// The recorded step, or `None` when the kernel has no such step.
+    pub(crate) async fn get_step(
+        &self,
+        execution_id: &str,
+        step_id: &str,
+    ) -> Result<Option<crate::wire::Step>> {
+        let path = format!(
+            "/v0/executions/{}/steps/{}",
+            encode_segment(execution_id),
+            encode_segment(step_id)
+        );
+        match self.read(&path).await {
+            Ok(step) => Ok(Some(step)),
+            Err(e) if e.code() == Some("not_found") => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Asks the kernel to suspend the execution while its steps wait; returns whether it did.
+    pub(crate) async fn suspend(&self, execution_id: &str, lease: &Lease) -> Result<bool> {
+        let path = format!("/v0/executions/{}/suspend", encode_segment(execution_id));
+        let body: Value = self
+            .write(&path, Bytes::new(), lease, Replayable::Yes)
+            .await?;
+        Ok(body
+            .get("suspended")
+            .and_then(Value::as_bool)
+            .unwrap_or(false))
+    }
+}

@@ -4,9 +4,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use super::error_from_response;
 use super::retry::{Replayable, RetryPolicy};
 use super::transport::{SharedTransport, TransportError};
-use super::error_from_response;
 use crate::error::{Error, ErrorKind, Result};
 use crate::rt::Runtime;
 
@@ -21,7 +21,12 @@ pub(crate) struct Exchange {
 
 impl Exchange {
     pub(crate) fn new(transport: SharedTransport, runtime: Runtime, timeout: Duration) -> Self {
-        Self { transport, runtime, timeout, retry: RetryPolicy::default() }
+        Self {
+            transport,
+            runtime,
+            timeout,
+            retry: RetryPolicy::default(),
+        }
     }
 
     /// Sends the request `build` makes, building it again for every retry (so each try gets a
@@ -52,8 +57,11 @@ impl Exchange {
     }
 }
 
-fn finish(outcome: std::result::Result<http::Response<Bytes>, TransportError>) -> Result<http::Response<Bytes>> {
-    let response = outcome.map_err(|e| Error::new(ErrorKind::Network, e.to_string()).with_source(e))?;
+fn finish(
+    outcome: std::result::Result<http::Response<Bytes>, TransportError>,
+) -> Result<http::Response<Bytes>> {
+    let response =
+        outcome.map_err(|e| Error::new(ErrorKind::Network, e.to_string()).with_source(e))?;
     if response.status().as_u16() >= 300 {
         return Err(error_from_response(response.status(), response.body()));
     }

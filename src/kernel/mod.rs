@@ -63,7 +63,20 @@ impl KernelClient {
         timeout: Duration,
     ) -> Self {
         let exchange = Exchange::new(transport, runtime, timeout);
-        Self { inner: Arc::new(Inner { base, agent_id, secret, exchange }) }
+        Self {
+            inner: Arc::new(Inner {
+                base,
+                agent_id,
+                secret,
+                exchange,
+            }),
+        }
+    }
+
+    /// A client of the same kernel, authenticated with `REBUNO_API_KEY` (for subagents).
+    pub(crate) fn default_client(&self) -> crate::Client {
+        let token = crate::config::env("REBUNO_API_KEY").map(Secret::new);
+        crate::Client::from_parts(self.inner.base.clone(), token, self.inner.exchange.clone())
     }
 
     pub(crate) fn runtime(&self) -> &Runtime {
@@ -72,7 +85,10 @@ impl KernelClient {
 
     /// Sends `call`, retrying with backoff while the kernel is unreachable or unavailable.
     async fn send(&self, call: Call<'_>) -> Result<http::Response<Bytes>> {
-        self.inner.exchange.send(call.replayable, || self.build(&call)).await
+        self.inner
+            .exchange
+            .send(call.replayable, || self.build(&call))
+            .await
     }
 
     /// Builds and signs the request afresh (a retry gets a new timestamp).

@@ -1,7 +1,13 @@
 //! Shared set-up for the integration tests: a dev kernel in-process and agents served by
 //! rebuno-hyper on loopback ports.
 
-#![allow(dead_code, unreachable_pub, clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
+#![allow(
+    dead_code,
+    unreachable_pub,
+    clippy::expect_used,
+    clippy::unwrap_used,
+    clippy::disallowed_methods
+)]
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -25,7 +31,11 @@ pub fn trace_init() -> tracing::subscriber::DefaultGuard {
 
 /// An agent configured against `kernel`.
 pub fn agent(kernel: &DevKernel, id: &str) -> Agent {
-    Agent::builder(id).secret(SECRET).base_url(kernel.url()).build().expect("agent config")
+    Agent::builder(id)
+        .secret(SECRET)
+        .base_url(kernel.url())
+        .build()
+        .expect("agent config")
 }
 
 /// A running agent server.
@@ -77,7 +87,10 @@ pub async fn run(kernel: &DevKernel, agent_id: &str, input: Value) -> Execution 
         .create_execution(CreateExecution::new(agent_id, input))
         .await
         .expect("create execution");
-    kernel.wait_terminal(created.id, WAIT).await.expect("execution ends")
+    kernel
+        .wait_terminal(created.id, WAIT)
+        .await
+        .expect("execution ends")
 }
 
 /// The event types of an execution, in order.
