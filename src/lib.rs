@@ -15,6 +15,7 @@ mod step;
 mod subagent;
 mod tool;
 pub mod wire;
+mod wrap;
 
 pub use agent::{Agent, AgentBuilder, Dispatch, ResponseFuture};
 pub use body::Body;
@@ -24,7 +25,8 @@ pub use error::{BoxError, Error, ErrorKind, HandlerError, Result};
 pub use secret::Secret;
 pub use step::{Step, step};
 pub use subagent::{Subagent, subagent};
-pub use tool::{Idempotency, Tool, ToolBuilder, ToolSpec, define_tool};
+pub use tool::{DynTool, Idempotency, Tool, ToolBuilder, ToolSpec, define_tool};
+pub use wrap::{WrapTool, wrap_tool};
 
 #[allow(dead_code)]
 fn _assert_impls() {

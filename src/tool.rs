@@ -132,6 +132,7 @@ impl ToolBuilder {
         Tool {
             spec: Arc::new(self.spec),
             body: Arc::new(body),
+            prepare: None,
             _types: PhantomData,
         }
     }
@@ -158,7 +159,19 @@ where
 pub struct Tool<A, R> {
     spec: Arc<ToolSpec>,
     body: Arc<dyn Body<A, R>>,
+    prepare: Option<Arc<dyn Prepare<A>>>,
     _types: PhantomData<fn(A) -> R>,
+}
+
+/// Maps the caller's arguments before they are recorded and passed to the body.
+trait Prepare<A>: MaybeSend + MaybeSync {
+    fn apply(&self, args: A) -> A;
+}
+
+impl<A, F: Fn(A) -> A + MaybeSend + MaybeSync> Prepare<A> for F {
+    fn apply(&self, args: A) -> A {
+        self(args)
+    }
 }
 
 impl<A, R> Clone for Tool<A, R> {
@@ -166,6 +179,7 @@ impl<A, R> Clone for Tool<A, R> {
         Self {
             spec: Arc::clone(&self.spec),
             body: Arc::clone(&self.body),
+            prepare: self.prepare.clone(),
             _types: PhantomData,
         }
     }
@@ -208,6 +222,10 @@ where
     pub async fn call(&self, args: A) -> Result<R> {
         let context = current()
             .ok_or_else(|| Error::outside_execution(&format!("tool {:?}", self.spec.name)))?;
+        let args = match &self.prepare {
+            Some(prepare) => prepare.apply(args),
+            None => args,
+        };
         let recorded = serde_json::to_value(&args)
             .map_err(|e| Error::serde("tool arguments are not JSON", e))?;
         let effect = Effect {
@@ -251,6 +269,54 @@ where
             }
             Err(error) => denial_as_result(&self.spec.name, error),
         }
+    }
+}
+
+impl Tool<Value, Value> {
+    /// Maps JSON arguments before they are recorded and passed to the body (used by
+    /// [`wrap_tool`](crate::wrap_tool)).
+    pub(crate) fn with_prepare(
+        mut self,
+        prepare: impl Fn(Value) -> Value + MaybeSend + MaybeSync + 'static,
+    ) -> Self {
+        self.prepare = Some(Arc::new(prepare));
+        self
+    }
+}
+
+/// A tool with its argument and result types erased, for lists of mixed tools handed to an LLM
+/// framework. Every [`Tool`] is one; see [`Tool::into_dyn`].
+pub trait DynTool: MaybeSend + MaybeSync + fmt::Debug {
+    /// Name, description, schema, idempotency and resources.
+    fn spec(&self) -> &ToolSpec;
+
+    /// Calls the tool with JSON arguments; a denial becomes the result string.
+    fn call_json(&self, args: Value) -> BoxFuture<'static, Result<Value>>;
+}
+
+impl<A, R> DynTool for Tool<A, R>
+where
+    A: Serialize + DeserializeOwned + MaybeSend + 'static,
+    R: Serialize + DeserializeOwned + MaybeSend + 'static,
+{
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+
+    fn call_json(&self, args: Value) -> BoxFuture<'static, Result<Value>> {
+        let tool = self.clone();
+        Box::pin(async move { Tool::call_json(&tool, args).await })
+    }
+}
+
+impl<A, R> Tool<A, R>
+where
+    A: Serialize + DeserializeOwned + MaybeSend + 'static,
+    R: Serialize + DeserializeOwned + MaybeSend + 'static,
+{
+    /// This tool as a shared [`DynTool`].
+    pub fn into_dyn(self) -> Arc<dyn DynTool> {
+        Arc::new(self)
     }
 }
 

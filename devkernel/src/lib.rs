@@ -29,6 +29,38 @@
 //! the same critical section. Deliveries run as background tasks (one per due dispatch,
 //! delivered at once rather than polled); a sweeper reclaims expired leases and expires
 //! approvals.
+//!
+//! # Routes
+//!
+//! Health/ready; agents (upsert, list, get, delete, `PUT .../metadata`); `POST /v0/policies/{id}`;
+//! approvals (list with `?status=`, get, grant, deny); executions (create with sessions,
+//! parents, idempotency keys and `spawned_by`; list; get; events; cancel; `previous`); the agent
+//! routes (steps list/get/submit/complete/fail, heartbeat, complete, fail, suspend); the SSE
+//! stream and step deltas. Not implemented: resources and checkpoints, forks and fork points,
+//! scoped API keys, `/v0/policies/{id}/test`, execution deadlines, `/metrics`.
+//!
+//! # Fidelity notes
+//!
+//! Where PROTOCOL.md leaves a choice open, this kernel decides as follows:
+//!
+//! * Step complete/fail check, in order: ownership, execution terminal (`execution_terminal`),
+//!   unknown step (`404`), step already terminal (`replay`, no lease check), lease check
+//!   (`409 lease_superseded`), step not executing (`409 conflict`).
+//! * Agent complete/fail of a terminal execution answer `409 execution_terminal` before the
+//!   lease is looked at; heartbeats only check the lease.
+//! * `dispatch.acked` is not appended when the attempt was superseded, retired (block,
+//!   suspend, park) or the execution already ended by the time the webhook returned. Its
+//!   payload status is `acked`; `dispatch.failed` carries `failed`, or `exhausted` on the last
+//!   attempt.
+//! * `GET /v0/approvals?status=` filters by status (default `pending`).
+//! * Re-registering an agent keeps its policy bundle and published metadata.
+//! * Manifest `${NAME}` expansion applies to `id`, `webhook_url`, `secret` and `policy_file`,
+//!   not to inline policy text (regex anchors such as `$` stay intact).
+//! * Policy bundles may carry the old `priority` key (ignored: rules run in file order);
+//!   `judge` rules deny (no external judge); rate limits take a token for allow and
+//!   require_approval decisions; budgets count recorded LLM input + output tokens.
+//! * A step with a non-empty `resources` list is refused `400 unknown resource`, since no
+//!   resource can be registered here.
 
 mod dispatcher;
 mod error;

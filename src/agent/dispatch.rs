@@ -105,6 +105,13 @@ impl Agent {
 
     /// Admits a verified dispatch and builds its background run.
     fn accept(&self, payload: WebhookPayload, lease: Lease) -> Dispatch {
+        if self.is_closed() {
+            return Dispatch::reply(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "agent is closing",
+            );
+        }
         let Some(handler) = self.handler() else {
             return Dispatch::reply(
                 StatusCode::SERVICE_UNAVAILABLE,

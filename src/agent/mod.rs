@@ -64,6 +64,7 @@ struct Inner {
     handler: RwLock<Option<Arc<dyn ErasedHandler>>>,
     registry: Registry,
     metadata_published: AtomicBool,
+    closed: AtomicBool,
 }
 
 /// Settings that are not secrets.
@@ -86,6 +87,7 @@ impl Inner {
             handler: RwLock::new(None),
             registry: Registry::default(),
             metadata_published: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
         }
     }
 }
@@ -135,6 +137,24 @@ impl Agent {
     /// How many executions this process is running right now.
     pub fn in_flight(&self) -> usize {
         self.inner.registry.len()
+    }
+
+    /// Waits until every run in flight has finished (superseded runs stop on their own).
+    pub async fn join(&self) {
+        self.inner.registry.idle().await;
+    }
+
+    /// Stops accepting dispatches (new webhooks get `503`, which the kernel retries later) and
+    /// waits for the runs in flight, for hosts that drive [`fetch`](Self::fetch) themselves.
+    pub async fn close(&self) {
+        self.inner
+            .closed
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.join().await;
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.inner.closed.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Web-standard entry point: verifies and acknowledges the webhook, and hands the background

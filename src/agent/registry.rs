@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
+use futures_channel::oneshot;
 use futures_util::future::{AbortHandle, AbortRegistration};
 
 use crate::kernel::Lease;
@@ -43,6 +44,7 @@ pub(crate) struct Registry {
 struct State {
     running: HashMap<String, Running>,
     next_serial: u64,
+    idle: Vec<oneshot::Sender<()>>,
 }
 
 impl Registry {
@@ -87,6 +89,25 @@ impl Registry {
         {
             state.running.remove(execution_id);
         }
+        if state.running.is_empty() {
+            for waiter in state.idle.drain(..) {
+                let _ = waiter.send(());
+            }
+        }
+    }
+
+    /// Resolves once no run is in flight.
+    pub(crate) async fn idle(&self) {
+        let receiver = {
+            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            if state.running.is_empty() {
+                return;
+            }
+            let (sender, receiver) = oneshot::channel();
+            state.idle.push(sender);
+            receiver
+        };
+        let _ = receiver.await;
     }
 
     /// How many runs are in flight.
@@ -136,8 +157,6 @@ mod tests {
         let Admission::Run(first) = registry.admit("e", &lease("d", 1)) else {
             panic!("first run")
         };
-        let (handle, _) = AbortHandle::new_pair();
-        drop(handle);
         let Admission::Run(second) = registry.admit("e", &lease("d", 2)) else {
             panic!("second run")
         };

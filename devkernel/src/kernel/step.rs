@@ -225,6 +225,12 @@ impl Kernel {
             }
             (decision, followups)
         };
+        tracing::debug!(
+            execution = %id,
+            step = decision.step_id.as_deref().unwrap_or(""),
+            decision = %decision.decision,
+            "step submitted"
+        );
         cell.publish();
         self.run(followups);
         Ok(decision)
