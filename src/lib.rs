@@ -20,7 +20,7 @@ mod wrap;
 pub use agent::{Agent, AgentBuilder, Dispatch, ResponseFuture};
 pub use body::Body;
 pub use client::{Client, ClientBuilder, CreateExecution, ListExecutions};
-pub use context::{ExecutionContext, Scoped, execution};
+pub use context::{ExecutionContext, Scoped, execution, previous};
 pub use error::{BoxError, Error, ErrorKind, HandlerError, Result};
 pub use secret::Secret;
 pub use step::{Step, step};

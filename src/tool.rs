@@ -118,8 +118,13 @@ impl ToolBuilder {
     }
 
     /// The body: runs only when the kernel says `proceed`.
+    ///
+    /// Its result is recorded as JSON and decoded again on replay, so `R` must own its data
+    /// (`String`, not `&str`).
     pub fn execute<A, R, E, F, Fut>(self, body: F) -> Tool<A, R>
     where
+        A: Serialize + MaybeSend + 'static,
+        R: Serialize + DeserializeOwned + MaybeSend + 'static,
         F: Fn(A) -> Fut + MaybeSend + MaybeSync + 'static,
         Fut: Future<Output = std::result::Result<R, E>> + MaybeSend + 'static,
         E: Into<HandlerError>,

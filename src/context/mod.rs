@@ -54,6 +54,16 @@ pub fn execution() -> Result<ExecutionContext> {
     ambient::current().ok_or_else(|| Error::outside_execution("rebuno::execution()"))
 }
 
+/// The state (or output) the previous execution of the current session left; `null` when none.
+/// Shorthand for `execution()?.previous().await`.
+///
+/// # Errors
+///
+/// [`ErrorKind::Context`] outside an execution; kernel errors.
+pub async fn previous() -> Result<Value> {
+    execution()?.previous().await
+}
+
 impl ExecutionContext {
     pub(crate) fn new(
         kernel: KernelClient,
