@@ -9,6 +9,8 @@ mod context;
 mod error;
 pub mod kernel;
 pub mod rt;
+#[cfg(feature = "schemars")]
+mod schema;
 mod secret;
 pub mod signing;
 mod step;

@@ -101,6 +101,12 @@ impl ToolBuilder {
         self
     }
 
+    /// The JSON Schema of the arguments, derived from their Rust type.
+    #[cfg(feature = "schemars")]
+    pub fn input_schema_for<A: schemars::JsonSchema>(self) -> Self {
+        self.input_schema(crate::schema::of::<A>())
+    }
+
     /// Replay behaviour; the default is [`Idempotency::SafeToRetry`].
     pub fn idempotency(mut self, idempotency: Idempotency) -> Self {
         self.spec.idempotency = idempotency;

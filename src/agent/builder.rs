@@ -31,6 +31,7 @@ pub struct AgentBuilder {
     kernel_timeout: Duration,
     description: Option<String>,
     input_schema: Option<Value>,
+    output_schema: Option<Value>,
     runtime: Option<Runtime>,
     transport: Option<SharedTransport>,
 }
@@ -45,6 +46,7 @@ impl AgentBuilder {
             kernel_timeout: config::DEFAULT_TIMEOUT,
             description: None,
             input_schema: None,
+            output_schema: None,
             runtime: None,
             transport: None,
         }
@@ -85,6 +87,24 @@ impl AgentBuilder {
     pub fn input_schema(mut self, schema: Value) -> Self {
         self.input_schema = Some(schema);
         self
+    }
+
+    /// The JSON Schema of the input, derived from the handler's input type.
+    #[cfg(feature = "schemars")]
+    pub fn input_schema_for<T: schemars::JsonSchema>(self) -> Self {
+        self.input_schema(crate::schema::of::<T>())
+    }
+
+    /// The JSON Schema of the output, published to the kernel.
+    pub fn output_schema(mut self, schema: Value) -> Self {
+        self.output_schema = Some(schema);
+        self
+    }
+
+    /// The JSON Schema of the output, derived from the handler's output type.
+    #[cfg(feature = "schemars")]
+    pub fn output_schema_for<T: schemars::JsonSchema>(self) -> Self {
+        self.output_schema(crate::schema::of::<T>())
     }
 
     /// Spawner, sleeper and clock. Defaults to [`Runtime::tokio`] with feature `rt-tokio`.
@@ -138,6 +158,7 @@ impl AgentBuilder {
                     webhook_path: self.webhook_path,
                     description: self.description,
                     input_schema: self.input_schema,
+                    output_schema: self.output_schema,
                     base_url: base.as_string(),
                 };
                 let kernel = KernelClient::new(

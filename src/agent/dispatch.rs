@@ -159,12 +159,14 @@ impl Agent {
     /// the next one and never blocks the run for long.
     async fn publish_metadata_once(&self) {
         let config = &self.inner.config;
-        if (config.description.is_none() && config.input_schema.is_none())
+        if (config.description.is_none()
+            && config.input_schema.is_none()
+            && config.output_schema.is_none())
             || self.inner.metadata_published.swap(true, Ordering::AcqRel)
         {
             return;
         }
-        let metadata = json!({ "description": config.description, "input_schema": config.input_schema, "output_schema": null });
+        let metadata = json!({ "description": config.description, "input_schema": config.input_schema, "output_schema": config.output_schema });
         if let Err(error) = self
             .inner
             .kernel

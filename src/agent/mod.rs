@@ -74,6 +74,7 @@ struct Config {
     webhook_path: String,
     description: Option<String>,
     input_schema: Option<Value>,
+    output_schema: Option<Value>,
     base_url: String,
 }
 
