@@ -8,12 +8,12 @@
 //! With `REBUNO_URL` set (and `REBUNO_AGENT_SECRET`), it only serves the agent on
 //! `0.0.0.0:${PORT:-5000}/webhook` against that kernel, until Ctrl-C. Register it there, e.g.
 //! with `rebuno-dev --config manifest.yaml`, then create executions of agent `hello`.
-#![allow(clippy::disallowed_methods)] // an example is a host: it may spawn
 
-use std::time::Duration;
+#[path = "common/mod.rs"]
+mod common;
 
 use rebuno::{Agent, HandlerError, Tool, define_tool, step};
-use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel};
+use rebuno_devkernel::{CreateExecution, DevKernel};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::net::TcpListener;
@@ -31,7 +31,9 @@ struct Lookup {
 fn tools() -> (Tool<Lookup, String>, Tool<Lookup, u32>) {
     let greeting = define_tool("greeting")
         .description("Pick a greeting for a person")
-        .execute(|args: Lookup| async move { Ok::<_, HandlerError>(format!("Hello, {}!", args.name)) });
+        .execute(
+            |args: Lookup| async move { Ok::<_, HandlerError>(format!("Hello, {}!", args.name)) },
+        );
     let lucky = define_tool("lucky_number")
         .description("A person's lucky number")
         .execute(|args: Lookup| async move { Ok::<_, HandlerError>(args.name.len() as u32 * 7) });
@@ -43,17 +45,28 @@ fn bind(agent: &Agent) {
     agent.bind(move |input: Input| {
         let (greeting, lucky) = (greeting.clone(), lucky.clone());
         async move {
-            let text = greeting.call(Lookup { name: input.name.clone() }).await?;
+            let text = greeting
+                .call(Lookup {
+                    name: input.name.clone(),
+                })
+                .await?;
             let number = lucky.call(Lookup { name: input.name }).await?;
-            let run_id = step("run_id", || async { Ok::<_, HandlerError>(rebuno::execution()?.id().to_owned()) }).await?;
-            Ok::<_, HandlerError>(json!({ "greeting": text, "lucky_number": number, "run": run_id }))
+            let run_id = step("run_id", || async {
+                Ok::<_, HandlerError>(rebuno::execution()?.id().to_owned())
+            })
+            .await?;
+            Ok::<_, HandlerError>(
+                json!({ "greeting": text, "lucky_number": number, "run": run_id }),
+            )
         }
     });
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt().with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into())).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+        .init();
     match std::env::var("REBUNO_URL") {
         Ok(url) if !url.is_empty() => serve_only().await,
         _ => run_embedded().await,
@@ -66,7 +79,11 @@ async fn serve_only() -> Result<(), Box<dyn std::error::Error>> {
     bind(&agent);
     let port = std::env::var("PORT").unwrap_or_else(|_| "5000".into());
     let listener = TcpListener::bind(format!("0.0.0.0:{port}")).await?;
-    println!("serving agent `hello` on http://{}/webhook for {}", listener.local_addr()?, agent.base_url());
+    println!(
+        "serving agent `hello` on http://{}/webhook for {}",
+        listener.local_addr()?,
+        agent.base_url()
+    );
     rebuno_hyper::serve(listener, agent)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
@@ -78,36 +95,16 @@ async fn serve_only() -> Result<(), Box<dyn std::error::Error>> {
 /// Starts the dev kernel in-process and runs one execution end to end.
 async fn run_embedded() -> Result<(), Box<dyn std::error::Error>> {
     let kernel = DevKernel::start().await?;
-    let agent = Agent::builder("hello").secret("dev-secret").base_url(kernel.url()).build()?;
+    let agent = common::agent(&kernel, "hello")?;
     bind(&agent);
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let webhook = format!("http://{}/webhook", listener.local_addr()?);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(
-        rebuno_hyper::serve(listener, agent)
-            .with_graceful_shutdown(async {
-                let _ = stopped.await;
-            })
-            .into_future(),
-    );
-    kernel.register_agent(AgentSpec::new("hello", webhook.clone(), "dev-secret"))?;
-    println!("dev kernel at {}; agent `hello` at {webhook}", kernel.url());
+    common::serve(&kernel, agent, None).await?;
+    println!("dev kernel at {}", kernel.url());
 
-    let created = kernel.create_execution(CreateExecution::new("hello", json!({ "name": "Ada" }))).await?;
-    let done = kernel.wait_terminal(created.id, Duration::from_secs(30)).await?;
-    println!("\nexecution {} {}", done.id, done.status.as_str());
-    println!("output: {}", serde_json::to_string_pretty(&done.output)?);
-    if !done.failure_reason.is_empty() {
-        println!("failure_reason: {}", done.failure_reason);
-    }
-    println!("\nevents:");
-    for event in kernel.events(done.id) {
-        println!("{:>3}  {:<22} {}", event.event_seq, event.kind, event.payload);
-    }
-    let _ = stop.send(());
-    server.await??;
+    let created = kernel
+        .create_execution(CreateExecution::new("hello", json!({ "name": "Ada" })))
+        .await?;
+    let done = common::finish(&kernel, created.id).await?;
+    common::report(&done, &kernel.events(done.id));
     kernel.shutdown().await;
     Ok(())
 }
-
-use std::future::IntoFuture;

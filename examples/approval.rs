@@ -1,0 +1,81 @@
+//! A human approval: the policy holds `send_email` until someone grants it through
+//! `rebuno::Client`; the execution blocks, then resumes and sends exactly once.
+//!
+//! Run with: `cargo run --example approval`
+
+#[path = "common/mod.rs"]
+mod common;
+
+use std::time::Duration;
+
+use rebuno::{Client, HandlerError, Idempotency, define_tool};
+use rebuno_devkernel::DevKernel;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+const POLICY: &str = r#"
+default_action: allow
+rules:
+  - id: mail-needs-a-human
+    when: { target: send_email }
+    then:
+      decision: require_approval
+      approval_config: { approvers: [alice], message: "Check the recipient", timeout: 10m }
+"#;
+
+#[derive(Serialize, Deserialize)]
+struct Email {
+    to: String,
+    body: String,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    common::init_logs();
+    let kernel = DevKernel::start().await?;
+    let agent = common::agent(&kernel, "mailer")?;
+    let send = define_tool("send_email")
+        .idempotency(Idempotency::AtMostOnce)
+        .execute(|email: Email| async move {
+            println!("(sending to {})", email.to);
+            Ok::<_, HandlerError>(format!("sent to {}", email.to))
+        });
+    agent.bind(move |to: String| {
+        let send = send.clone();
+        async move {
+            Ok::<_, HandlerError>(
+                send.call(Email {
+                    to,
+                    body: "quarterly report".into(),
+                })
+                .await?,
+            )
+        }
+    });
+    common::serve(&kernel, agent, Some(POLICY)).await?;
+
+    let client = Client::builder().base_url(kernel.url()).build()?;
+    let created = client
+        .create("mailer")
+        .input(json!("ops@example.com"))
+        .send()
+        .await?;
+    let approval = loop {
+        if let Some(approval) = client.approvals(None).await?.into_iter().next() {
+            break approval;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    println!(
+        "blocked on approval {} ({:?}); granting as alice",
+        approval.id, approval.message
+    );
+    client
+        .grant(&approval.id, "alice", "recipient checked")
+        .await?;
+
+    let done = client.wait(&created.id, Duration::from_secs(30)).await?;
+    let id: uuid::Uuid = done.id.parse()?;
+    common::report(&kernel.execution(id).ok_or("gone")?, &kernel.events(id));
+    Ok(())
+}

@@ -1,0 +1,69 @@
+//! Shared by the examples: an embedded dev kernel with agents served on loopback ports.
+
+#![allow(dead_code, clippy::disallowed_methods)] // examples are hosts: they may spawn
+
+use std::future::IntoFuture;
+use std::time::Duration;
+
+use rebuno::Agent;
+use rebuno_devkernel::{AgentSpec, DevKernel, Event, Execution};
+use tokio::net::TcpListener;
+
+pub const SECRET: &str = "dev-secret";
+
+/// Installs a log subscriber (`RUST_LOG=rebuno=debug` shows the SDK's spans).
+pub fn init_logs() {
+    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into());
+    tracing_subscriber::fmt().with_env_filter(filter).init();
+}
+
+/// An agent configured against the embedded kernel.
+pub fn agent(kernel: &DevKernel, id: &str) -> Result<Agent, rebuno::Error> {
+    Agent::builder(id)
+        .secret(SECRET)
+        .base_url(kernel.url())
+        .build()
+}
+
+/// Serves `agent` on an ephemeral loopback port and registers it (with `policy`, if any).
+pub async fn serve(
+    kernel: &DevKernel,
+    agent: Agent,
+    policy: Option<&str>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let webhook = format!("http://{}/webhook", listener.local_addr()?);
+    let mut spec = AgentSpec::new(agent.id(), webhook, SECRET);
+    if let Some(policy) = policy {
+        spec = spec.policy_yaml(policy);
+    }
+    tokio::spawn(rebuno_hyper::serve(listener, agent).into_future());
+    kernel.register_agent(spec)?;
+    Ok(())
+}
+
+/// Waits for the execution to end.
+pub async fn finish(
+    kernel: &DevKernel,
+    id: uuid::Uuid,
+) -> Result<Execution, Box<dyn std::error::Error>> {
+    Ok(kernel.wait_terminal(id, Duration::from_secs(30)).await?)
+}
+
+/// Prints an execution's outcome and event log.
+pub fn report(execution: &Execution, events: &[Event]) {
+    println!("\nexecution {} {}", execution.id, execution.status.as_str());
+    if let Some(output) = &execution.output {
+        println!("output: {output}");
+    }
+    if !execution.failure_reason.is_empty() {
+        println!("failure_reason: {}", execution.failure_reason);
+    }
+    println!("events:");
+    for event in events {
+        println!(
+            "{:>3}  {:<24} {}",
+            event.event_seq, event.kind, event.payload
+        );
+    }
+}
