@@ -59,6 +59,9 @@ pub enum ErrorKind {
     Terminated,
     /// Control flow: a newer delivery attempt owns this dispatch.
     LeaseSuperseded,
+    /// Control flow: the host's deadline is near, so the run yields before its next step and
+    /// the kernel re-delivers the dispatch (see [`rt::Deadline`](crate::rt::Deadline)).
+    DeadlineReached,
     /// An inbound webhook failed signature verification.
     Signature,
     /// An inbound webhook was malformed.
@@ -137,6 +140,14 @@ impl Error {
         Self::new(ErrorKind::Terminated, "execution is terminal")
     }
 
+    /// A control-flow error: the host's deadline is near.
+    pub(crate) fn deadline_reached() -> Self {
+        Self::new(
+            ErrorKind::DeadlineReached,
+            "host deadline near; yielding to a re-delivery",
+        )
+    }
+
     /// A control-flow error: this dispatch attempt was superseded.
     pub(crate) fn superseded() -> Self {
         Self::new(ErrorKind::LeaseSuperseded, "dispatch lease superseded")
@@ -181,7 +192,10 @@ impl Error {
     pub fn is_control_flow(&self) -> bool {
         matches!(
             self.kind(),
-            ErrorKind::Blocked | ErrorKind::Terminated | ErrorKind::LeaseSuperseded
+            ErrorKind::Blocked
+                | ErrorKind::Terminated
+                | ErrorKind::LeaseSuperseded
+                | ErrorKind::DeadlineReached
         )
     }
 

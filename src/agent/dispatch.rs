@@ -18,7 +18,7 @@ use super::run::run_dispatch;
 use crate::body::Body;
 use crate::error::BoxError;
 use crate::kernel::Lease;
-use crate::rt::{MaybeSend, Task};
+use crate::rt::{Deadline, MaybeSend, Task};
 use crate::signing::verify_webhook;
 use crate::wire::WebhookPayload;
 
@@ -97,14 +97,20 @@ impl Agent {
                 "bad or missing signature",
             );
         }
+        let deadline = parts.extensions.get::<Deadline>().copied();
         match parse(&raw) {
-            Ok((payload, lease)) => self.accept(payload, lease),
+            Ok((payload, lease)) => self.accept(payload, lease, deadline),
             Err(message) => Dispatch::reply(StatusCode::BAD_REQUEST, "validation_error", &message),
         }
     }
 
     /// Admits a verified dispatch and builds its background run.
-    fn accept(&self, payload: WebhookPayload, lease: Lease) -> Dispatch {
+    fn accept(
+        &self,
+        payload: WebhookPayload,
+        lease: Lease,
+        deadline: Option<Deadline>,
+    ) -> Dispatch {
         if self.is_closed() {
             return Dispatch::reply(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -121,11 +127,19 @@ impl Agent {
         };
         match self.inner.registry.admit(&payload.execution_id, &lease) {
             Admission::Duplicate => Dispatch::ack(None),
-            Admission::Run(ticket) => Dispatch::ack(Some(self.background(handler, ticket, lease))),
+            Admission::Run(ticket) => {
+                Dispatch::ack(Some(self.background(handler, ticket, lease, deadline)))
+            }
         }
     }
 
-    fn background(&self, handler: Arc<dyn ErasedHandler>, ticket: Ticket, lease: Lease) -> Task {
+    fn background(
+        &self,
+        handler: Arc<dyn ErasedHandler>,
+        ticket: Ticket,
+        lease: Lease,
+        deadline: Option<Deadline>,
+    ) -> Task {
         let span = tracing::info_span!(
             "rebuno.dispatch",
             agent_id = self.id(),
@@ -142,6 +156,7 @@ impl Agent {
                     &*handler,
                     &ticket.execution_id,
                     lease,
+                    deadline,
                 );
                 if Abortable::new(run, ticket.abort).await.is_err() {
                     tracing::info!("run stopped: superseded by a newer dispatch");

@@ -8,6 +8,7 @@ use super::handler::ErasedHandler;
 use crate::context::ExecutionContext;
 use crate::error::{Error, ErrorKind, HandlerError};
 use crate::kernel::{KernelClient, Lease};
+use crate::rt::Deadline;
 
 /// How a handler run ended.
 enum Ending {
@@ -23,6 +24,7 @@ pub(crate) async fn run_dispatch(
     handler: &dyn ErasedHandler,
     execution_id: &str,
     lease: Lease,
+    deadline: Option<Deadline>,
 ) {
     let execution = match kernel.get_execution(execution_id).await {
         Ok(execution) => execution,
@@ -32,7 +34,7 @@ pub(crate) async fn run_dispatch(
         tracing::debug!(status = ?execution.status, "execution already terminal; nothing to do");
         return;
     }
-    let context = ExecutionContext::new(kernel, &execution, lease);
+    let context = ExecutionContext::new(kernel, &execution, lease, deadline);
     let ending = match handler.start(execution.input) {
         Ok(run) => ending(&context, heartbeating(&context, context.scope(run)).await),
         Err(detail) => Ending::Failure(input_invalid(&detail)),

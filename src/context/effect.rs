@@ -92,7 +92,7 @@ impl ExecutionContext {
     }
 
     async fn submit(&self, effect: &Effect<'_>) -> Result<StepDecision> {
-        self.guard()?;
+        self.guard_start()?;
         let submission = StepSubmission {
             kind: effect.kind,
             target: effect.target,

@@ -15,6 +15,7 @@ pub use self::ambient::Scoped;
 pub(crate) use self::effect::Effect;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kernel::{KernelClient, Lease};
+use crate::rt::Deadline;
 
 /// The execution a handler is running, reachable anywhere inside it through [`execution`].
 ///
@@ -33,6 +34,7 @@ struct Inner {
     session: Option<String>,
     input: Value,
     lease: Lease,
+    deadline: Option<Deadline>,
     control: Mutex<Option<ErrorKind>>,
     state: Mutex<Option<Value>>,
     calls: Mutex<suspend::Calls>,
@@ -69,6 +71,7 @@ impl ExecutionContext {
         kernel: KernelClient,
         execution: &crate::wire::Execution,
         lease: Lease,
+        deadline: Option<Deadline>,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -78,6 +81,7 @@ impl ExecutionContext {
                 session: execution.session.clone(),
                 input: execution.input.clone(),
                 lease,
+                deadline,
                 control: Mutex::new(None),
                 state: Mutex::new(None),
                 calls: Mutex::new(suspend::Calls::default()),
@@ -168,6 +172,7 @@ impl ExecutionContext {
         (*lock(&self.inner.control)).map(|kind| match kind {
             ErrorKind::Blocked => Error::blocked(),
             ErrorKind::Terminated => Error::terminated(),
+            ErrorKind::DeadlineReached => Error::deadline_reached(),
             _ => Error::superseded(),
         })
     }
@@ -179,6 +184,19 @@ impl ExecutionContext {
             Some(ErrorKind::Terminated) => Err(Error::terminated()),
             _ => Ok(()),
         }
+    }
+
+    /// Refuses to start a step once the host's deadline is near (or was reached before).
+    pub(crate) fn guard_start(&self) -> Result<()> {
+        self.guard()?;
+        let now = self.kernel().runtime().unix_millis();
+        let near = *lock(&self.inner.control) == Some(ErrorKind::DeadlineReached)
+            || self.inner.deadline.is_some_and(|d| d.is_near(now));
+        if near {
+            tracing::info!("host deadline near: yielding before the next step");
+            return Err(self.note(Error::deadline_reached()));
+        }
+        Ok(())
     }
 }
 

@@ -87,10 +87,15 @@ pub trait Sleep: Send + Sync + fmt::Debug {
     fn sleep(&self, duration: Duration) -> Delay;
 }
 
-/// Wall-clock time in whole Unix seconds, for `Rebuno-Timestamp`.
+/// Wall-clock time, for `Rebuno-Timestamp` and host deadlines.
 pub trait Clock: Send + Sync + fmt::Debug {
-    /// Seconds since the Unix epoch.
-    fn unix_seconds(&self) -> u64;
+    /// Milliseconds since the Unix epoch.
+    fn unix_millis(&self) -> u64;
+
+    /// Whole seconds since the Unix epoch.
+    fn unix_seconds(&self) -> u64 {
+        self.unix_millis() / 1000
+    }
 }
 
 /// The system clock: `std` on native targets, `Date.now()` on wasm32.
@@ -100,10 +105,12 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     #[allow(clippy::disallowed_methods)] // the one place the core reads the wall clock
-    fn unix_seconds(&self) -> u64 {
+    fn unix_millis(&self) -> u64 {
         web_time::SystemTime::now()
             .duration_since(web_time::UNIX_EPOCH)
-            .map_or(0, |elapsed| elapsed.as_secs())
+            .map_or(0, |elapsed| {
+                u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
+            })
     }
 }
 
@@ -165,9 +172,57 @@ impl Runtime {
         self.clock.unix_seconds()
     }
 
+    /// Milliseconds since the Unix epoch.
+    pub fn unix_millis(&self) -> u64 {
+        self.clock.unix_millis()
+    }
+
     /// The spawner handle.
     pub fn spawner(&self) -> Arc<dyn Spawn> {
         Arc::clone(&self.spawn)
+    }
+}
+
+/// A request extension: the wall-clock time at which the host will cut the background run
+/// short (Lambda's invocation deadline, Workers' `waitUntil` limit).
+///
+/// Within `margin` of it the run starts no new step: the step in flight finishes and records
+/// its outcome, then the dispatch ends without failing the execution, and the kernel
+/// re-delivers it once the lease expires (register such agents with a short
+/// `lease_timeout_seconds`, at least 10). The next dispatch replays what was recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deadline {
+    unix_millis: u64,
+    margin: Duration,
+}
+
+impl Deadline {
+    /// The default margin: enough for one kernel round trip and a short step to finish.
+    pub const DEFAULT_MARGIN: Duration = Duration::from_secs(5);
+
+    /// A deadline at `unix_millis` with the default margin.
+    pub fn at_unix_millis(unix_millis: u64) -> Self {
+        Self {
+            unix_millis,
+            margin: Self::DEFAULT_MARGIN,
+        }
+    }
+
+    /// Stop starting steps this long before the deadline.
+    pub fn margin(mut self, margin: Duration) -> Self {
+        self.margin = margin;
+        self
+    }
+
+    /// Whether a new step started at `now_millis` could run past the margin.
+    pub fn is_near(&self, now_millis: u64) -> bool {
+        let margin = u64::try_from(self.margin.as_millis()).unwrap_or(u64::MAX);
+        now_millis.saturating_add(margin) >= self.unix_millis
+    }
+
+    /// The deadline in Unix milliseconds.
+    pub fn unix_millis(&self) -> u64 {
+        self.unix_millis
     }
 }
 
