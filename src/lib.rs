@@ -8,6 +8,7 @@ mod config;
 mod context;
 mod error;
 pub mod kernel;
+mod refusal;
 pub mod rt;
 #[cfg(feature = "schemars")]
 mod schema;
@@ -24,6 +25,7 @@ pub use body::Body;
 pub use client::{Client, ClientBuilder, CreateExecution, ListExecutions};
 pub use context::{ExecutionContext, Scoped, execution, previous};
 pub use error::{BoxError, Error, ErrorKind, HandlerError, Result};
+pub use refusal::{REFUSAL_TYPE, Refusal, RefusalKind, raise_for_refusal};
 pub use secret::Secret;
 pub use step::{Step, step};
 pub use subagent::{Subagent, subagent};

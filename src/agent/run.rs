@@ -8,6 +8,7 @@ use super::handler::ErasedHandler;
 use crate::context::ExecutionContext;
 use crate::error::{Error, ErrorKind, HandlerError};
 use crate::kernel::{KernelClient, Lease};
+use crate::refusal::raise_for_refusal;
 use crate::rt::Deadline;
 
 /// How a handler run ended.
@@ -72,22 +73,26 @@ async fn heartbeat_loop(context: &ExecutionContext) -> Error {
     }
 }
 
-/// Classifies a finished handler run, letting remembered control flow win.
+/// Classifies a finished handler run, letting remembered control flow win. A refusal carried
+/// inside another error (a provider SDK's) counts as the error it stands for.
 fn ending(context: &ExecutionContext, outcome: Result<Value, HandlerError>) -> Ending {
     if let Some(stop) = context.control_flow() {
         return Ending::Stop(stop);
     }
-    match outcome {
-        Ok(output) => Ending::Output(output),
-        Err(error) => match error.as_rebuno().filter(|e| e.is_control_flow()) {
-            Some(stop) => Ending::Stop(stop.clone_shallow()),
-            None => {
-                if error.as_rebuno().is_none() {
-                    tracing::error!(%error, "handler failed");
-                }
-                Ending::Failure(failure_reason(&error))
+    let error = match outcome {
+        Ok(output) => return Ending::Output(output),
+        Err(error) => error,
+    };
+    let refused = raise_for_refusal(error.as_dyn()).err();
+    match refused {
+        Some(stop) if stop.is_control_flow() => Ending::Stop(context.note(stop)),
+        Some(refusal) => Ending::Failure(failure_reason(&HandlerError::from(refusal))),
+        None => {
+            if error.as_rebuno().is_none() {
+                tracing::error!(%error, "handler failed");
             }
-        },
+            Ending::Failure(failure_reason(&error))
+        }
     }
 }
 
