@@ -1,0 +1,125 @@
+//! rebuno-hyper routes the webhook and drains acknowledged runs on graceful shutdown.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::future::IntoFuture;
+use std::time::Duration;
+
+use rebuno::{Agent, HandlerError};
+use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+#[tokio::test]
+async fn shutdown_waits_for_acknowledged_runs_to_finish() {
+    let kernel = DevKernel::start().await.expect("kernel");
+    let agent = Agent::builder("sleepy")
+        .secret("s3cret")
+        .base_url(kernel.url())
+        .build()
+        .expect("agent");
+    agent.bind(|_: Value| async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        Ok::<_, HandlerError>("rested")
+    });
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(
+        rebuno_hyper::serve(listener, agent)
+            .with_graceful_shutdown(async {
+                let _ = stopped.await;
+            })
+            .into_future(),
+    );
+    kernel
+        .register_agent(AgentSpec::new(
+            "sleepy",
+            format!("http://{addr}/webhook"),
+            "s3cret",
+        ))
+        .expect("register");
+    let created = kernel
+        .create_execution(CreateExecution::new("sleepy", json!({})))
+        .await
+        .expect("create");
+    kernel
+        .wait_until(created.id, Duration::from_secs(5), |_| true)
+        .await
+        .expect("exists");
+    for _ in 0..200 {
+        if kernel
+            .events(created.id)
+            .iter()
+            .any(|e| e.kind == "dispatch.acked")
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+
+    stop.send(()).expect("signal");
+    server.await.expect("join").expect("serve");
+
+    let after = kernel.execution(created.id).expect("execution");
+    assert_eq!(
+        after.status.as_str(),
+        "completed",
+        "shutdown returned before the run finished"
+    );
+    assert_eq!(after.output, Some(json!("rested")));
+}
+
+#[tokio::test]
+async fn only_the_webhook_path_and_health_are_served() {
+    let kernel = DevKernel::start().await.expect("kernel");
+    let agent = Agent::builder("router")
+        .secret("s")
+        .base_url(kernel.url())
+        .webhook_path("/hooks/rebuno")
+        .build()
+        .expect("agent");
+    agent.bind(|_: Value| async { Ok::<_, HandlerError>(()) });
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("addr"));
+    tokio::spawn(rebuno_hyper::serve(listener, agent).into_future());
+    let client = reqwest::Client::new();
+
+    assert_eq!(
+        client
+            .get(format!("{base}/healthz"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(
+        client
+            .post(format!("{base}/webhook"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+    assert_eq!(
+        client
+            .post(format!("{base}/hooks/rebuno"))
+            .body("{}")
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+    assert_eq!(
+        client
+            .get(format!("{base}/hooks/rebuno"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        405
+    );
+}
