@@ -26,6 +26,9 @@ rules:
   - id: mail-needs-a-human
     when: { target: send_email }
     then: { decision: require_approval }
+  - id: ping-once-a-minute
+    when: { target: ping }
+    then: { decision: allow, rate_limit: { max_calls: 1, window: 1m, per_what: execution } }
 "#;
 
 #[derive(Serialize, Deserialize)]
@@ -269,4 +272,37 @@ async fn a_cancelled_execution_stops_its_handler_without_failing_it() {
             .any(|t| t == "execution.completed" || t == "execution.failed"),
         "{types:?}"
     );
+}
+
+#[tokio::test]
+async fn a_rate_limited_call_fails_the_execution_with_the_limit_reason() {
+    let _trace = trace_init();
+    let (kernel, served, _) = start("pinger", |agent| {
+        let ping = define_tool("ping")
+            .execute(|_: Value| async { Ok::<_, HandlerError>("pong".to_owned()) });
+        agent.bind(move |_: Value| {
+            let ping = ping.clone();
+            async move {
+                ping.call(json!({ "n": 1 })).await?;
+                let refused = ping.call(json!({ "n": 2 })).await.unwrap_err();
+                assert_eq!(
+                    (refused.kind(), refused.reason()),
+                    (ErrorKind::RateLimited, Some("rate_limit_exceeded"))
+                );
+                Err::<Value, HandlerError>(refused.into())
+            }
+        });
+    })
+    .await;
+
+    let done = run(&kernel, "pinger", json!({})).await;
+
+    assert_eq!(done.status.as_str(), "failed");
+    assert_eq!(done.failure_reason, "rate_limit_exceeded");
+    assert!(
+        types(&kernel.events(done.id))
+            .iter()
+            .any(|t| t == "step.rate_limited")
+    );
+    served.shutdown().await;
 }

@@ -26,6 +26,7 @@ def new_order() -> str:
 
 
 async def handle(cents: int):
+    mark("handle.ran", str(cents))
     order = await step("new_order", new_order)
     receipt = await charge_card(order, cents)
     return {"order": order, "receipt": receipt}
