@@ -1,7 +1,7 @@
 //! Runtime capabilities the core needs but never chooses: spawning, sleeping and the clock.
 //!
 //! The core builds for `wasm32-unknown-unknown` without Tokio, so every host hands these in:
-//! the hyper and Lambda adapters use [`TokioRuntime`](crate::rt::TokioRuntime) (feature
+//! the hyper and Lambda adapters use [`TokioRuntime`] (feature
 //! `rt-tokio`), the Workers adapter uses `ctx.wait_until` and `worker::Delay`, and tests can use
 //! their own.
 
