@@ -1,0 +1,367 @@
+//! `rebuno_lambda` under lambda-simulator, which freezes the function process (SIGSTOP) the way
+//! Lambda does once the runtime and every extension have asked for the next event.
+//!
+//! The function process is this test binary run again with `REBUNO_LAMBDA_TEST_ROLE` set: it
+//! executes only the ignored `function_process` test below. Set `REBUNO_LAMBDA_TEST_LOG=1` to
+//! see its output.
+// Test code: panicking on a broken fixture is the point.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rebuno::Secret;
+use rebuno::signing::sign_webhook;
+use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel, Execution, ExecutionStatus};
+use serde_json::{Value, json};
+use support::events::{self, FIXTURES};
+use support::gateway::{Delivery, Gateway};
+use support::harness::{FUNCTION_TIMEOUT, Function};
+use support::{AGENT_ID, Role, SECRET, SETTLE_MS};
+
+/// Entry point of the function process; does nothing in a normal test run.
+#[test]
+#[ignore = "the Lambda function process the simulator tests spawn; does nothing on its own"]
+fn function_process() {
+    let Some(role) = std::env::var(support::ROLE_ENV)
+        .ok()
+        .as_deref()
+        .and_then(Role::parse)
+    else {
+        return;
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(support::function::serve(role));
+}
+
+/// A kernel URL nobody listens on, for tests where the agent never calls the kernel.
+const NO_KERNEL: &str = "http://127.0.0.1:9";
+
+/// Shows the simulator's lifecycle log when `REBUNO_LAMBDA_TEST_LOG` is set.
+fn show_logs() {
+    if std::env::var_os("REBUNO_LAMBDA_TEST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("lambda_lifecycle=info")
+            .with_test_writer()
+            .try_init();
+    }
+}
+
+fn signed(body: &str) -> String {
+    sign_webhook(&Secret::new(SECRET), body.as_bytes())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_event_shape_reaches_the_webhook_unchanged() {
+    show_logs();
+    let function = Function::start(Role::Extension, NO_KERNEL).await;
+    println!(
+        "cold start (spawn to first /next, extension registered): {:?}",
+        function.cold_start
+    );
+    let lambda = &function.lambda;
+    let not_a_dispatch = r#"{"hello":"world"}"#;
+    for (name, fixture) in FIXTURES {
+        let probe = lambda
+            .invoke(events::from_fixture(fixture, "GET", "", &[]))
+            .await;
+        assert_eq!(
+            (probe.status, probe.body.as_str()),
+            (200, "ok"),
+            "{name}: GET is a health probe"
+        );
+
+        let unsigned = events::from_fixture(fixture, "POST", not_a_dispatch, &[]);
+        assert_eq!(
+            lambda.invoke(unsigned).await.status,
+            401,
+            "{name}: unsigned webhook refused"
+        );
+
+        // The signature covers the raw body, so passing verification proves the body reached
+        // the agent byte for byte; the payload itself is not a dispatch.
+        let signature = signed(not_a_dispatch);
+        let headers = [("rebuno-signature", signature.as_str())];
+        let verified = events::from_fixture(fixture, "POST", not_a_dispatch, &headers);
+        let invoked = lambda.invoke(verified).await;
+        assert_eq!(
+            invoked.status, 400,
+            "{name}: verified, then refused as a payload: {}",
+            invoked.body
+        );
+        assert!(
+            invoked.body.contains("validation_error"),
+            "{name}: {}",
+            invoked.body
+        );
+        assert!(
+            function.frozen(Duration::from_secs(5)).await,
+            "{name}: with no run to keep, the extension lets the sandbox freeze"
+        );
+        println!("{name}: verified webhook answered in {:?}", invoked.latency);
+    }
+    function.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_that_is_not_http_does_not_hold_the_sandbox() {
+    let function = Function::start(Role::Extension, NO_KERNEL).await;
+    let invoked = function
+        .lambda
+        .invoke(json!({ "detail-type": "Scheduled Event" }))
+        .await;
+    assert!(invoked.failed, "lambda_http reports the unparseable event");
+    assert!(
+        function.frozen(Duration::from_secs(5)).await,
+        "the runtime layer released the invocation the handler never saw"
+    );
+    function.stop().await;
+}
+
+/// The dev kernel, the function in the simulator, and the gateway between them: the kernel's
+/// webhook URL for the agent is the gateway, which invokes the function like a Function URL.
+struct Stack {
+    kernel: DevKernel,
+    function: Function,
+    gateway: Gateway,
+}
+
+impl Stack {
+    async fn start(role: Role) -> Self {
+        let kernel = DevKernel::start().await.expect("dev kernel starts");
+        let function = Function::start(role, &kernel.url()).await;
+        println!(
+            "{role:?}: cold start (spawn to first /next) {:?}",
+            function.cold_start
+        );
+        Self::connect(kernel, function, AGENT_ID).await
+    }
+
+    /// Registers `agent_id` with the kernel, its webhook URL being a gateway to `function`.
+    async fn connect(kernel: DevKernel, function: Function, agent_id: &str) -> Self {
+        let gateway = Gateway::start(Arc::clone(&function.lambda)).await;
+        kernel
+            .register_agent(AgentSpec::new(agent_id, gateway.webhook_url(), SECRET))
+            .expect("agent registers");
+        Self {
+            kernel,
+            function,
+            gateway,
+        }
+    }
+
+    /// Starts an execution of the test agent and waits for the gateway to have the function's
+    /// answer.
+    async fn dispatch(&self) -> (Execution, Delivery) {
+        self.dispatch_to(AGENT_ID, json!({ "word": "lambda" }))
+            .await
+    }
+
+    async fn dispatch_to(&self, agent_id: &str, input: Value) -> (Execution, Delivery) {
+        let execution = self
+            .kernel
+            .create_execution(CreateExecution::new(agent_id, input))
+            .await
+            .expect("execution created");
+        let delivery = self.gateway.delivery(1, Duration::from_secs(10)).await;
+        (execution, delivery)
+    }
+
+    fn status(&self, execution: &Execution) -> ExecutionStatus {
+        self.kernel
+            .execution(execution.id)
+            .expect("execution exists")
+            .status
+    }
+
+    async fn stop(self) {
+        let Self {
+            kernel,
+            function,
+            gateway,
+        } = self;
+        kernel.shutdown().await;
+        drop(gateway);
+        function.stop().await;
+    }
+}
+
+fn assert_completed(stack: &Stack, execution: &Execution) {
+    let snapshot = stack
+        .kernel
+        .execution(execution.id)
+        .expect("execution exists");
+    assert_eq!(
+        snapshot.status,
+        ExecutionStatus::Completed,
+        "{:?}",
+        snapshot.failure_reason
+    );
+    assert_eq!(
+        snapshot.output,
+        Some(json!({ "found": "lambda has 6 letters", "settled_ms": SETTLE_MS }))
+    );
+    let targets: Vec<String> = stack
+        .kernel
+        .steps(execution.id)
+        .into_iter()
+        .map(|step| step.target)
+        .collect();
+    assert!(
+        targets.iter().any(|t| t == "lookup"),
+        "tool step recorded: {targets:?}"
+    );
+    assert!(
+        targets.iter().any(|t| t == "settle"),
+        "local step recorded: {targets:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extension_mode_acks_at_once_and_finishes_the_run_before_the_freeze() {
+    show_logs();
+    let stack = Stack::start(Role::Extension).await;
+    let (execution, delivery) = stack.dispatch().await;
+    assert_eq!(delivery.status, 200, "{}", delivery.body);
+    assert!(
+        !stack.status(&execution).is_terminal(),
+        "acknowledged before the run could finish"
+    );
+    assert!(
+        delivery.ack_latency < Duration::from_millis(SETTLE_MS),
+        "the 200 does not wait for the run: {:?}",
+        delivery.ack_latency
+    );
+    assert!(
+        stack.function.frozen(FUNCTION_TIMEOUT).await,
+        "the sandbox freezes once the run is done"
+    );
+    let held = delivery.answered.elapsed();
+    // Frozen now: anything the run had not done yet would stay undone.
+    assert_completed(&stack, &execution);
+    println!(
+        "extension: ack {:?}, sandbox held {held:?} after the ack until the run finished",
+        delivery.ack_latency
+    );
+    stack.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extension_mode_pairs_consecutive_runs_by_request_id() {
+    show_logs();
+    let stack = Stack::start(Role::Extension).await;
+    let input = json!({ "word": "lambda" });
+    let first = stack
+        .kernel
+        .create_execution(CreateExecution::new(AGENT_ID, input.clone()));
+    let first = first.await.expect("execution created");
+    let second = stack
+        .kernel
+        .create_execution(CreateExecution::new(AGENT_ID, input));
+    let second = second.await.expect("execution created");
+    // One sandbox takes one invocation at a time: the second webhook is invoked once the
+    // first run has let the sandbox freeze.
+    let deliveries = [
+        stack.gateway.delivery(1, FUNCTION_TIMEOUT).await,
+        stack.gateway.delivery(2, FUNCTION_TIMEOUT).await,
+    ];
+    assert!(deliveries.iter().all(|d| d.status == 200), "{deliveries:?}");
+    assert_ne!(deliveries[0].request_id, deliveries[1].request_id);
+    assert!(stack.function.frozen(FUNCTION_TIMEOUT).await);
+    assert_completed(&stack, &first);
+    assert_completed(&stack, &second);
+    stack.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inline_mode_finishes_the_run_before_responding() {
+    let stack = Stack::start(Role::Inline).await;
+    let (execution, delivery) = stack.dispatch().await;
+    assert_eq!(delivery.status, 200, "{}", delivery.body);
+    assert_completed(&stack, &execution);
+    assert!(delivery.ack_latency >= Duration::from_millis(SETTLE_MS));
+    assert!(stack.function.frozen(Duration::from_secs(5)).await);
+    println!("inline: response after {:?}", delivery.ack_latency);
+    stack.stop().await;
+}
+
+/// The negative case: the same agent behind plain lambda_http + `agent.fetch`, whose run is a
+/// bare `tokio::spawn`. The simulator freezes the process right after the response, and the
+/// run stops where it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bare_spawn_is_frozen_mid_run() {
+    let stack = Stack::start(Role::Detached).await;
+    let (execution, delivery) = stack.dispatch().await;
+    assert_eq!(delivery.status, 200, "{}", delivery.body);
+    assert!(
+        stack.function.frozen(Duration::from_secs(5)).await,
+        "no extension: frozen as soon as the response is posted"
+    );
+    tokio::time::sleep(Duration::from_millis(3 * SETTLE_MS)).await;
+    assert_eq!(
+        stack.status(&execution),
+        ExecutionStatus::Running,
+        "still frozen mid-run, long after it would have finished"
+    );
+    println!(
+        "detached: ack {:?}, still running {:?} after the ack",
+        delivery.ack_latency,
+        delivery.answered.elapsed()
+    );
+    stack.stop().await;
+}
+
+/// The packaged example (`cargo lambda build --release -p rebuno-example-lambda`) under the
+/// simulator: `REBUNO_LAMBDA_BOOTSTRAP=target/lambda/bootstrap/bootstrap cargo test -p
+/// rebuno-lambda --test simulator -- --ignored packaged --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs REBUNO_LAMBDA_BOOTSTRAP: the path of a built bootstrap"]
+async fn packaged_example_bootstrap() {
+    let Ok(path) = std::env::var("REBUNO_LAMBDA_BOOTSTRAP") else {
+        eprintln!("skipped: set REBUNO_LAMBDA_BOOTSTRAP to the path of a built bootstrap");
+        return;
+    };
+    let agent_id = "lambda-example";
+    let kernel = DevKernel::start().await.expect("dev kernel starts");
+    let function = Function::start_bootstrap(&path, agent_id, &kernel.url()).await;
+    println!(
+        "bootstrap: cold start (spawn to first /next) {:?}",
+        function.cold_start
+    );
+    let stack = Stack::connect(kernel, function, agent_id).await;
+    let input = json!({ "text": "durable agents on lambda" });
+    let (execution, delivery) = stack.dispatch_to(agent_id, input).await;
+    assert_eq!(delivery.status, 200, "{}", delivery.body);
+    assert!(stack.function.frozen(FUNCTION_TIMEOUT).await);
+    let snapshot = stack
+        .kernel
+        .execution(execution.id)
+        .expect("execution exists");
+    assert_eq!(
+        snapshot.status,
+        ExecutionStatus::Completed,
+        "{}",
+        snapshot.failure_reason
+    );
+    let output = snapshot.output.expect("output");
+    assert_eq!(
+        (output["words"].as_u64(), output["longest"].as_str()),
+        (Some(4), Some("durable"))
+    );
+    println!(
+        "bootstrap: ack {:?}, frozen {:?} after the ack, output {output}",
+        delivery.ack_latency,
+        delivery.answered.elapsed()
+    );
+    stack.stop().await;
+}

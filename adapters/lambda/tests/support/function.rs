@@ -1,0 +1,81 @@
+//! The Lambda function the simulator runs: this test binary, executed again with
+//! `ROLE_ENV` set (see `function_process` in `simulator.rs`).
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use rebuno::{Agent, HandlerError, Tool};
+use rebuno_lambda::BackgroundMode;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{AGENT_ID, Role, SETTLE_MS};
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Lookup {
+    word: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct Input {
+    word: String,
+}
+
+/// Runs the function until the simulator goes away.
+pub async fn serve(role: Role) {
+    let agent = agent();
+    let outcome = match role {
+        Role::Extension => rebuno_lambda::run(agent).await.map_err(Into::into),
+        Role::Inline => rebuno_lambda::run(agent)
+            .background_mode(BackgroundMode::Inline)
+            .await
+            .map_err(Into::into),
+        Role::Detached => detached(agent).await,
+    };
+    if let Err(error) = outcome {
+        eprintln!("function process stopped: {error}");
+    }
+}
+
+/// The agent: one tool, then a local step that takes [`SETTLE_MS`].
+fn agent() -> Agent {
+    let agent = Agent::builder(AGENT_ID)
+        .build()
+        .expect("REBUNO_URL and REBUNO_AGENT_SECRET are set by the test");
+    let lookup = lookup_tool();
+    agent.bind(move |input: Input| {
+        let lookup = lookup.clone();
+        async move { handle(&lookup, input).await }
+    });
+    agent
+}
+
+fn lookup_tool() -> Tool<Lookup, String> {
+    rebuno::define_tool("lookup")
+        .description("Says how long a word is")
+        .execute(|args: Lookup| async move {
+            Ok::<_, Infallible>(format!("{} has {} letters", args.word, args.word.len()))
+        })
+}
+
+async fn handle(lookup: &Tool<Lookup, String>, input: Input) -> Result<Value, HandlerError> {
+    let found = lookup.call(Lookup { word: input.word }).await?;
+    let settled: u64 = rebuno::step("settle", || async {
+        tokio::time::sleep(Duration::from_millis(SETTLE_MS)).await;
+        Ok::<_, Infallible>(SETTLE_MS)
+    })
+    .await?;
+    Ok(json!({ "found": found, "settled_ms": settled }))
+}
+
+/// The naive host: lambda_http straight onto `agent.fetch`, whose run is a bare
+/// `tokio::spawn` that Lambda freezes with the sandbox.
+async fn detached(agent: Agent) -> Result<(), lambda_http::Error> {
+    lambda_http::run(lambda_http::service_fn(
+        move |request: lambda_http::Request| {
+            let agent = agent.clone();
+            async move { Ok::<_, Infallible>(agent.fetch(request).await) }
+        },
+    ))
+    .await
+}

@@ -1,0 +1,124 @@
+//! A Rebuno agent on AWS Lambda: one durable tool and one local step.
+//!
+//! Run with:
+//!
+//! ```sh
+//! cargo lambda build --release -p rebuno-example-lambda   # writes target/lambda/bootstrap/bootstrap
+//! printf 'REBUNO_AGENT_SECRET=%s\n' "$SECRET" > deploy/lambda/function.env
+//! cargo lambda deploy --manifest-path examples/lambda/Cargo.toml \
+//!     --env-file deploy/lambda/function.env rebuno-example-lambda
+//! ```
+//!
+//! Then register the agent with the kernel, pointing its `webhook_url` at the Function URL that
+//! `cargo lambda deploy` printed (see `deploy/lambda/README.md`). The function reads
+//! `REBUNO_URL` (the kernel) and `REBUNO_AGENT_SECRET` (the webhook secret) from its
+//! environment, and `REBUNO_AGENT_ID` (default `lambda-example`).
+//!
+//! Input `{"text": "..."}`; output `{"words": N, "longest": "...", "checked_at": <unix seconds>}`.
+
+use std::convert::Infallible;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rebuno::{Agent, HandlerError, Tool};
+use serde::{Deserialize, Serialize};
+use tracing_subscriber::EnvFilter;
+
+/// The execution's input.
+#[derive(Debug, Deserialize)]
+struct Input {
+    text: String,
+}
+
+/// The execution's output.
+#[derive(Debug, Serialize)]
+struct Output {
+    words: usize,
+    longest: String,
+    checked_at: u64,
+}
+
+/// The tool's arguments, recorded by the kernel with the call.
+#[derive(Debug, Serialize, Deserialize)]
+struct Analyze {
+    text: String,
+}
+
+/// The tool's result.
+#[derive(Debug, Serialize, Deserialize)]
+struct Analysis {
+    words: usize,
+    longest: String,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::from_default_env())
+        .with_ansi(false)
+        .without_time() // CloudWatch stamps every line
+        .init();
+    let agent_id = std::env::var("REBUNO_AGENT_ID").unwrap_or_else(|_| "lambda-example".to_owned());
+    let agent = Agent::builder(agent_id)
+        .description("Counts the words of a text and finds the longest one")
+        .build()?;
+    let analyze = analyze_tool();
+    agent.bind(move |input: Input| {
+        let analyze = analyze.clone();
+        async move { handle(&analyze, input).await }
+    });
+    rebuno_lambda::run(agent).await?;
+    Ok(())
+}
+
+/// A durable tool: policy applies to it, and a replayed dispatch gets the recorded result.
+fn analyze_tool() -> Tool<Analyze, Analysis> {
+    rebuno::define_tool("analyze_text")
+        .description("Counts the words of a text and finds the longest one")
+        .execute(|args: Analyze| async move { Ok::<_, Infallible>(analyze(&args.text)) })
+}
+
+fn analyze(text: &str) -> Analysis {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let longest = words
+        .iter()
+        .copied()
+        .max_by_key(|word| word.chars().count())
+        .unwrap_or_default();
+    Analysis {
+        words: words.len(),
+        longest: longest.to_owned(),
+    }
+}
+
+/// The handler: the tool, then a local step recording when the text was checked, so a replay
+/// returns the same time.
+async fn handle(analyze: &Tool<Analyze, Analysis>, input: Input) -> Result<Output, HandlerError> {
+    let analysis = analyze.call(Analyze { text: input.text }).await?;
+    let checked_at: u64 = rebuno::step("checked_at", || async {
+        Ok::<_, Infallible>(unix_seconds())
+    })
+    .await?;
+    Ok(Output {
+        words: analysis.words,
+        longest: analysis.longest,
+        checked_at,
+    })
+}
+
+fn unix_seconds() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn analyzes_words() {
+        let analysis = analyze("durable agents on lambda");
+        assert_eq!((analysis.words, analysis.longest.as_str()), (4, "durable"));
+        assert_eq!(analyze("").words, 0);
+    }
+}
