@@ -9,16 +9,16 @@ use rebuno::Agent;
 use rebuno_devkernel::{AgentSpec, DevKernel, Event, Execution};
 use tokio::net::TcpListener;
 
-pub const SECRET: &str = "dev-secret";
+pub(crate) const SECRET: &str = "dev-secret";
 
 /// Installs a log subscriber (`RUST_LOG=rebuno=debug` shows the SDK's spans).
-pub fn init_logs() {
+pub(crate) fn init_logs() {
     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into());
     tracing_subscriber::fmt().with_env_filter(filter).init();
 }
 
 /// An agent configured against the embedded kernel.
-pub fn agent(kernel: &DevKernel, id: &str) -> Result<Agent, rebuno::Error> {
+pub(crate) fn agent(kernel: &DevKernel, id: &str) -> Result<Agent, rebuno::Error> {
     Agent::builder(id)
         .secret(SECRET)
         .base_url(kernel.url())
@@ -26,7 +26,7 @@ pub fn agent(kernel: &DevKernel, id: &str) -> Result<Agent, rebuno::Error> {
 }
 
 /// Serves `agent` on an ephemeral loopback port and registers it (with `policy`, if any).
-pub async fn serve(
+pub(crate) async fn serve(
     kernel: &DevKernel,
     agent: Agent,
     policy: Option<&str>,
@@ -43,7 +43,7 @@ pub async fn serve(
 }
 
 /// Waits for the execution to end.
-pub async fn finish(
+pub(crate) async fn finish(
     kernel: &DevKernel,
     id: uuid::Uuid,
 ) -> Result<Execution, Box<dyn std::error::Error>> {
@@ -51,7 +51,7 @@ pub async fn finish(
 }
 
 /// Prints an execution's outcome and event log.
-pub fn report(execution: &Execution, events: &[Event]) {
+pub(crate) fn report(execution: &Execution, events: &[Event]) {
     println!("\nexecution {} {}", execution.id, execution.status.as_str());
     if let Some(output) = &execution.output {
         println!("output: {output}");
