@@ -3,11 +3,16 @@
 //! the kernel's event log and steps, not only on outputs.
 //!
 //! What it proves: the dev kernel speaks the protocol the Python SDK speaks, end to end: signed
-//! webhooks (`sha256=`), `v1=` signed agent requests with dispatch leases, step submit /
-//! complete / fail and the replay short-circuit, `at_most_once` orphans coming back
-//! `indeterminate` after a crash and re-delivery, `require_approval` with a grant through
+//! webhooks (`sha256=`), `v1=` signed agent requests with dispatch leases, agent metadata,
+//! step submit / complete / fail and the replay short-circuit, `at_most_once` orphans coming
+//! back `indeterminate` after a crash and re-delivery, `require_approval` with a grant through
 //! `rebuno::Client`, policy denials surfacing as the SDK's refusal string, subagents in a
-//! session with `previous()` state, and (once the kernel has them) resources and forks.
+//! session with `previous()` state, and resources checkpointed by a Python driver and restored
+//! in a fork made through `rebuno::Client::fork`.
+//!
+//! Event orders are asserted exactly, except `dispatch.acked`: the kernel appends it when the
+//! webhook returns, which can race the handler's first calls (PROTOCOL.md §1.12), so acks are
+//! checked by dispatch id and attempt instead of position.
 //!
 //! Each test starts a [`DevKernel`] in-process, serves the agent modules of `tests/interop/`
 //! with uvicorn on free loopback ports (child processes, killed when the test ends, also on
@@ -19,7 +24,8 @@
 //! `scripts/interop-venv.sh` (default `target/interop-venv`; `REBUNO_INTEROP_VENV=DIR` picks
 //! another, `PYTHON=...` the interpreter that creates it); a test creates it on first use when it
 //! is missing (about 20 s, needs PyPI), so CI runs the script first. Without Python 3.11+ the
-//! tests fail with the script's message rather than passing silently.
+//! tests fail with the script's message rather than passing silently. `REBUNO_INTEROP_VERBOSE=1`
+//! prints the agents' logs and the event logs of passing tests too (with `--nocapture`).
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
 
@@ -304,6 +310,8 @@ impl Drop for Interop {
         if std::thread::panicking() {
             eprintln!("{}", self.diagnostics());
             eprintln!("scratch directory kept: {}", self.dir.display());
+        } else if std::env::var_os("REBUNO_INTEROP_VERBOSE").is_some() {
+            eprintln!("{}", self.diagnostics());
         } else {
             let _ = fs::remove_dir_all(&self.dir);
         }
@@ -564,6 +572,21 @@ async fn python_tools_and_a_local_step_complete_with_the_full_event_log() {
     for marker in ["search.ran", "pick.ran", "summarize.ran"] {
         assert_eq!(h.marks(marker).len(), 1, "{marker} ran once");
     }
+
+    // The SDK published its metadata (PUT /v0/agents/{id}/metadata, signed): the input schema
+    // derived from the handler's signature.
+    let agent: Value = reqwest::get(format!("{}/v0/agents/interop-tools", h.kernel.url()))
+        .await
+        .expect("GET agent")
+        .json()
+        .await
+        .expect("agent JSON");
+    assert_eq!(agent["description"], "Searches, picks and summarizes.");
+    assert_eq!(
+        agent["input_schema"]["properties"]["query"]["type"],
+        "string"
+    );
+    assert_eq!(agent["input_schema"]["required"], json!(["query"]));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -647,6 +670,68 @@ async fn an_at_most_once_tool_killed_mid_call_comes_back_indeterminate_on_redeli
         h.marks("handle.ran"),
         [format!("{first_pid} 1250"), format!("{second_pid} 1250")]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_handler_whose_dispatch_was_redelivered_is_fenced_off() {
+    let mut h = Interop::start("lease").await;
+    let old = h.serve("lease_agent", "interop-lease", None).await;
+    let old_pid = h.agents[old].pid();
+    let id = h
+        .create("interop-lease", json!({"url": "https://example.test/a"}))
+        .await;
+    h.wait_mark("fetch.started").await;
+
+    // The old process is alive but slow; its dispatch is re-delivered to a new process.
+    let new = h.serve("lease_agent", "interop-lease", None).await;
+    let new_pid = h.agents[new].pid();
+    assert_eq!(h.kernel.redeliver(id).expect("in flight"), 2);
+    for _ in 0..(WAIT.as_millis() / 25) {
+        if h.marks("fetch.started").len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let url = "https://example.test/a";
+    assert_eq!(
+        h.marks("fetch.started"),
+        [format!("{old_pid} {url}"), format!("{new_pid} {url}")],
+        "a safe_to_retry step left executing runs again in the new attempt"
+    );
+
+    // The old attempt finishes first: its step outcome is refused with 409 lease_superseded,
+    // which the SDK raises as LeaseSuperseded and swallows without failing the execution.
+    fs::write(h.dir.join(format!("release.{old_pid}")), "").unwrap();
+    assert_eq!(
+        h.wait_mark("superseded").await,
+        [format!("{old_pid} {url}")]
+    );
+    let now = h.kernel.execution(id).unwrap();
+    assert_eq!(now.status, ExecutionStatus::Running, "{now:?}");
+
+    fs::write(h.dir.join(format!("release.{new_pid}")), "").unwrap();
+    let done = h.wait_terminal(id).await;
+    assert_eq!(
+        done.status,
+        ExecutionStatus::Completed,
+        "{}",
+        done.failure_reason
+    );
+    assert_eq!(
+        done.output,
+        Some(json!({"page": "body of https://example.test/a"}))
+    );
+    let events = from_kernel(h.kernel.events(id));
+    let mut expected = vec!["execution.created", "execution.started", "dispatch.queued"];
+    expected.extend(STEP_RUN);
+    expected.push("execution.completed");
+    assert_eq!(kinds_without_acks(&events), expected);
+    let dispatch = queued(&events, &id.to_string()).remove(0);
+    assert_eq!(acks(&events), [(dispatch.clone(), 1), (dispatch, 2)]);
+    let steps = h.kernel.steps(id);
+    let fetch = step_named(&steps, "fetch");
+    assert_eq!(fetch.status, StepStatus::Succeeded);
+    assert_eq!(fetch.result, Some(json!("body of https://example.test/a")));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -800,6 +885,120 @@ async fn a_gated_python_tool_blocks_until_granted_through_the_rust_client() {
     // The rerun replayed the draft and ran the approved body once.
     assert_eq!(h.marks("draft.ran").len(), 1);
     assert_eq!(h.marks("publish.ran").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_approval_resumes_with_the_refusal_and_a_cancel_expires_the_next() {
+    let mut h = Interop::start("approval-deny").await;
+    h.serve("approval_agent", "interop-approval", Some(APPROVAL_POLICY))
+        .await;
+    let client = h.client();
+
+    // Denied: the execution resumes and the rerun's call returns the SDK's refusal string.
+    let id = h
+        .create("interop-approval", json!({"text": "first post"}))
+        .await;
+    h.wait_status(id, |s| s == ExecutionStatus::Blocked).await;
+    let pending = client.approvals(None).await.expect("approvals");
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    client
+        .deny(&pending[0].id, "alice", "not today")
+        .await
+        .expect("deny");
+    let done = h.wait_terminal(id).await;
+    assert_eq!(
+        done.status,
+        ExecutionStatus::Completed,
+        "{}",
+        done.failure_reason
+    );
+    assert_eq!(
+        done.output,
+        Some(json!({
+            "post": "FIRST POST",
+            "receipt": "publish not allowed. reason: [policy_denied] not today (HTTP 403)",
+        }))
+    );
+    let events = from_kernel(h.kernel.events(id));
+    let mut expected = vec!["execution.created", "execution.started", "dispatch.queued"];
+    expected.extend(STEP_RUN); // draft
+    expected.extend([
+        "step.proposed",
+        "step.awaiting_approval",
+        "approval.requested",
+        "execution.blocked",
+        "approval.denied",
+        "step.denied",
+        "execution.resumed",
+        "dispatch.queued",
+        "execution.completed",
+    ]);
+    assert_eq!(kinds_without_acks(&events), expected);
+    let steps = h.kernel.steps(id);
+    let publish = step_named(&steps, "publish");
+    assert_eq!(publish.status, StepStatus::Denied);
+    assert_eq!(publish.error, Some(json!({"reason": "not today"})));
+    assert_eq!(
+        step_event(&events, publish, "step.denied")["error"],
+        json!({"reason": "not today"})
+    );
+    let denied = only(&events, "approval.denied");
+    assert_eq!(denied.payload["status"], "denied");
+    assert_eq!(denied.payload["decided_by"], "alice");
+    assert_eq!(denied.payload["rationale"], "not today");
+    assert!(
+        h.marks("publish.ran").is_empty(),
+        "a denied body never runs"
+    );
+
+    // Cancelled while blocked: the approval expires and the gated step is denied.
+    let id = h
+        .create("interop-approval", json!({"text": "second post"}))
+        .await;
+    h.wait_status(id, |s| s == ExecutionStatus::Blocked).await;
+    let pending = client.approvals(None).await.expect("approvals");
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    client.cancel(&id.to_string()).await.expect("cancel");
+    let done = h.wait_terminal(id).await;
+    assert_eq!(done.status, ExecutionStatus::Cancelled);
+    let events = from_kernel(h.kernel.events(id));
+    let tail: Vec<&str> = kinds_without_acks(&events)
+        .into_iter()
+        .skip_while(|k| *k != "execution.blocked")
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            "execution.blocked",
+            "approval.expired",
+            "step.denied",
+            "execution.cancelled"
+        ]
+    );
+    let expired = only(&events, "approval.expired");
+    assert_eq!(expired.payload["approval_id"], pending[0].id.as_str());
+    assert_eq!(expired.payload["status"], "expired");
+    assert_eq!(expired.payload["rationale"], "execution_cancelled");
+    let cancelled = only(&events, "execution.cancelled");
+    assert_eq!(cancelled.payload["reason"], "client_cancelled");
+    assert_eq!(cancelled.payload["status"], "cancelled");
+    let steps = h.kernel.steps(id);
+    let publish = step_named(&steps, "publish");
+    assert_eq!(publish.status, StepStatus::Denied);
+    assert_eq!(
+        publish.error,
+        Some(json!({"reason": "execution_cancelled"}))
+    );
+    let expired = client
+        .approval(&pending[0].id)
+        .await
+        .expect("the expired approval");
+    assert_eq!(expired.status, "expired");
+    let refused = client
+        .cancel(&id.to_string())
+        .await
+        .expect_err("already terminal");
+    assert_eq!(refused.code(), Some("conflict"), "{refused}");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -962,6 +1161,11 @@ async fn a_python_subagent_session_carries_state_across_parent_executions() {
         assert_eq!(spawned.execution_id, id.to_string());
         assert_eq!(spawned.step_id, consult.step_id);
         assert_eq!(child.session.as_deref(), Some("thread-7"));
+        assert_eq!(
+            child.idempotency_key.as_deref(),
+            Some(consult.step_id.as_str()),
+            "a subagent's idempotency key defaults to the spawning step"
+        );
         assert_eq!(child.status, rebuno::wire::ExecutionStatus::Completed);
         assert_eq!(
             consult.result, child.output,
@@ -992,6 +1196,7 @@ async fn a_python_subagent_session_carries_state_across_parent_executions() {
             consult.step_id.as_str()
         );
         let started = only(&child_events, "execution.started");
+        assert_eq!(started.payload["session"], "thread-7");
         match children.last() {
             None => assert!(started.payload.get("parent_execution_id").is_none()),
             Some(before) => {
@@ -1016,7 +1221,6 @@ async fn a_python_subagent_session_carries_state_across_parent_executions() {
 // ---------------------------------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "dev kernel: resources/forks not implemented yet"]
 async fn a_python_resource_is_checkpointed_and_restored_in_a_fork() {
     let mut h = Interop::start("resource").await;
     h.serve("resource_agent", "interop-resource", None).await;
@@ -1065,6 +1269,21 @@ async fn a_python_resource_is_checkpointed_and_restored_in_a_fork() {
     assert_eq!(first.resources, ["ws"]);
     let executing = step_event(&events, first, "step.executing");
     assert_eq!(executing["resources"], json!(["ws"]));
+    assert_eq!(executing["generations"], json!({"ws": 1}));
+    // A baseline at registration, then one capture per write, each published with its outcome.
+    let captured: Vec<(u64, u64)> = events
+        .iter()
+        .filter(|e| e.kind == "resource.checkpointed")
+        .map(|e| {
+            assert_eq!(e.payload["key"], "ws");
+            (
+                e.payload["generation"].as_u64().unwrap(),
+                e.payload["covered_seq"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(captured.len(), 3, "{captured:?}");
+    assert_eq!(captured[0], (0, bound.seq), "baseline right after the bind");
     let first_done = events
         .iter()
         .find(|e| e.kind == "step.succeeded" && e.payload["step_id"] == first.step_id.as_str())
@@ -1108,6 +1327,7 @@ async fn a_python_resource_is_checkpointed_and_restored_in_a_fork() {
         covering.checkpoint_ref.as_str()
     );
     assert_eq!(restoration["ws"]["covered"], true);
+    assert_eq!(restoration["ws"]["checkpoint_seq"], first_done);
 
     let forked = h.wait_terminal(fork_id).await;
     assert_eq!(
@@ -1140,6 +1360,32 @@ async fn a_python_resource_is_checkpointed_and_restored_in_a_fork() {
         .find(|s| s.args.as_ref().is_some_and(|a| a["name"] == "a.txt"))
         .unwrap();
     let started = only(&fork_events, "execution.started").seq;
+    // PROTOCOL.md §1.8: the prefix's registration and settled steps are copied, then the
+    // restored resource is initialized from its checkpoint, then the fork starts.
+    let prefix: Vec<&str> = fork_events
+        .iter()
+        .take_while(|e| e.seq <= started)
+        .map(|e| e.kind.as_str())
+        .collect();
+    let mut expected = vec![
+        "execution.created",
+        "execution.forked",
+        "resource.registered",
+    ];
+    expected.extend(STEP_RUN);
+    expected.extend([
+        "resource.initialized",
+        "resource.checkpointed",
+        "execution.started",
+    ]);
+    assert_eq!(prefix, expected);
+    let initialized = only(&fork_events, "resource.initialized");
+    assert_eq!(initialized.payload["key"], "ws");
+    assert_eq!(
+        initialized.payload["checkpoint_ref"],
+        covering.checkpoint_ref.as_str()
+    );
+    assert_eq!(initialized.payload["generation"], covering.generation);
     assert!(
         fork_events
             .iter()
@@ -1161,4 +1407,9 @@ async fn a_python_resource_is_checkpointed_and_restored_in_a_fork() {
         .map(|m| m.split_once(' ').unwrap().1.to_owned())
         .collect();
     assert_eq!(created, ["-".to_owned(), covering.checkpoint_ref.clone()]);
+    // The restored resource is covered, so the fork captures no baseline: only after b.txt.
+    assert_eq!(h.marks("driver.checkpoint").len(), 3 + 1);
+    let fork_bound = only(&fork_events, "resource.bound");
+    assert!(fork_bound.seq > started, "the fork binds its own directory");
+    assert_ne!(fork_bound.payload["binding"], bound.payload["binding"]);
 }

@@ -1,6 +1,6 @@
 """Scenario c: a tool gated by a require_approval rule; the handler reruns after the grant."""
 
-from marker import mark
+from harness import mark
 from rebuno import Agent, step, tool
 
 agent = Agent("interop-approval")

@@ -6,7 +6,7 @@ is observable on every run rather than depending on which process is faster.
 
 import asyncio
 
-from marker import mark
+from harness import mark
 from rebuno import Agent, Client, Result, execution, previous, step
 
 agent = Agent("interop-chat")

@@ -7,7 +7,7 @@ process then gets the re-delivery: the kernel answers the re-submitted step with
 
 import asyncio
 
-from marker import mark
+from harness import mark
 from rebuno import Agent, step, tool
 
 agent = Agent("interop-crash")

@@ -1,6 +1,6 @@
 """Scenario d: tools refused by policy return the SDK's refusal string as their result."""
 
-from marker import mark
+from harness import mark
 from rebuno import Agent, tool
 
 agent = Agent("interop-deny")

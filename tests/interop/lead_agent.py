@@ -1,5 +1,6 @@
 """Scenario e, parent: a tool that runs the chat agent as a subagent in a session."""
 
+import harness  # noqa: F401  (exits with the test process)
 from rebuno import Agent, subagent, tool
 
 agent = Agent("interop-lead")

@@ -10,7 +10,7 @@ import shutil
 import uuid
 from contextvars import ContextVar
 
-from marker import mark
+from harness import mark
 from rebuno import Agent, CheckpointPolicy, CheckpointUnavailable, resource, tool
 
 agent = Agent("interop-resource")

@@ -1,9 +1,9 @@
 """Scenario a: two @tool calls and a local step, all allowed, completing with their results."""
 
-from marker import mark
+from harness import mark
 from rebuno import Agent, step, tool
 
-agent = Agent("interop-tools")
+agent = Agent("interop-tools", description="Searches, picks and summarizes.")
 
 
 @tool
