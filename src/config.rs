@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use crate::error::{Error, ErrorKind, Result};
 use crate::kernel::{BaseUrl, SharedTransport};
 use crate::rt::Runtime;
 
@@ -64,7 +63,8 @@ fn default_runtime() -> Option<Runtime> {
 }
 
 #[cfg(feature = "reqwest")]
-fn default_transport() -> Option<Result<SharedTransport>> {
+fn default_transport() -> Option<crate::Result<SharedTransport>> {
+    use crate::error::{Error, ErrorKind};
     Some(
         crate::kernel::ReqwestTransport::new()
             .map(SharedTransport::new)
@@ -75,6 +75,6 @@ fn default_transport() -> Option<Result<SharedTransport>> {
 }
 
 #[cfg(not(feature = "reqwest"))]
-fn default_transport() -> Option<Result<SharedTransport>> {
+fn default_transport() -> Option<crate::Result<SharedTransport>> {
     None
 }

@@ -195,6 +195,7 @@ impl Kernel {
 
     /// Records a delivery outcome; `true` when the loop should claim again later.
     fn record_delivery(&self, job: &Job, delivered: bool) -> bool {
+        self.metrics().delivery(delivered);
         let Some(cell) = self.store().execution(job.execution_id) else {
             return false;
         };

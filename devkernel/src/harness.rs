@@ -9,9 +9,13 @@ use uuid::Uuid;
 
 use crate::error::KernelError;
 use crate::kernel::{
-    AgentRequest, Config, CreateExecution, DecideRequest, Kernel, Principal, Resolution,
+    AgentRequest, Config, CreateExecution, CreateKeyRequest, DecideRequest, ForkRequest, Kernel,
+    Principal, Resolution,
 };
-use crate::model::{Agent, Approval, Event, Execution, ExecutionStatus, Step};
+use crate::model::{
+    Agent, Approval, Event, Execution, ExecutionStatus, ForkPoints, IssuedApiKey, ResourceView,
+    Step,
+};
 use crate::policy::{Policy, PolicyError};
 use crate::store::lock;
 
@@ -451,6 +455,53 @@ impl DevKernel {
             rationale: None,
         };
         Ok(self.kernel.decide_approval(id, resolution, request)?)
+    }
+
+    /// The registered resources of an execution (empty if unknown).
+    pub fn resources(&self, id: Uuid) -> Vec<ResourceView> {
+        self.kernel
+            .resources(id, &Principal::Admin)
+            .unwrap_or_default()
+    }
+
+    /// Fork points of an execution, like `GET /v0/executions/{id}/fork-points`.
+    ///
+    /// # Errors
+    ///
+    /// Unknown execution.
+    pub fn fork_points(&self, id: Uuid) -> Result<ForkPoints, DevKernelError> {
+        Ok(self.kernel.fork_points(id, &Principal::Admin)?)
+    }
+
+    /// Forks an execution at `at_seq`, like `POST /v0/executions/{id}/fork` without a
+    /// session or policy override. The answer carries `restoration`.
+    ///
+    /// # Errors
+    ///
+    /// Unknown execution, or `at_seq` outside `[1, latest_seq]`.
+    pub fn fork(&self, id: Uuid, at_seq: u64) -> Result<Execution, DevKernelError> {
+        let request = ForkRequest {
+            at_seq: i64::try_from(at_seq).unwrap_or(i64::MAX),
+            ..ForkRequest::default()
+        };
+        Ok(self.kernel.fork(id, &Principal::Admin, request)?)
+    }
+
+    /// Creates a scoped API key, like `POST /v0/api-keys`; the token is in the answer.
+    ///
+    /// # Errors
+    ///
+    /// Empty or overlong name, no scopes, or an unknown scope name.
+    pub fn create_api_key(
+        &self,
+        name: &str,
+        scopes: &[&str],
+    ) -> Result<IssuedApiKey, DevKernelError> {
+        let request = CreateKeyRequest {
+            name: name.to_owned(),
+            scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
+        };
+        Ok(self.kernel.create_api_key(request)?)
     }
 
     /// Stops the server and all background deliveries, waiting up to 5 s for open requests.

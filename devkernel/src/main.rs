@@ -1,82 +1,65 @@
-//! `rebuno-dev`: serve the in-memory kernel.
+//! `rebuno-dev`: serve the in-memory kernel, or talk to a running one.
 //!
 //! ```text
 //! rebuno-dev [--config FILE] [--addr HOST:PORT]
+//! rebuno-dev exec create <agent> ['<json>'] [--session S] [--watch]
+//! rebuno-dev exec list|get|events|cancel ...
+//! rebuno-dev approvals list|grant|deny ...
 //! ```
 //!
-//! `REBUNO_BEARER_TOKEN`, when set, is required from clients; otherwise the kernel runs in dev
-//! mode (requests without `Authorization` are admitted). `RUST_LOG` sets the log filter.
+//! Serving: `REBUNO_BEARER_TOKEN`, when set, is required from clients; otherwise the kernel
+//! runs in dev mode (requests without `Authorization` are admitted). `RUST_LOG` sets the log
+//! filter. Client commands: `--url`/`REBUNO_URL`, `--token`/`REBUNO_API_KEY`; `--help` on
+//! any command group.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
+use rebuno_devkernel::cli::{self, Command, ServeArgs};
 use rebuno_devkernel::{DevKernel, Manifest};
 
-const USAGE: &str = "usage: rebuno-dev [--config FILE] [--addr HOST:PORT]";
-
-#[derive(Debug)]
-struct Args {
-    config: Option<PathBuf>,
-    addr: SocketAddr,
-}
-
-fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
-    let mut parsed = Args {
-        config: None,
-        addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
-    };
-    while let Some(arg) = args.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((flag, value)) => (flag.to_owned(), Some(value.to_owned())),
-            None => (arg, None),
-        };
-        let mut value = |name: &str| {
-            inline
-                .clone()
-                .or_else(|| args.next())
-                .ok_or(format!("{name} needs a value"))
-        };
-        match flag.as_str() {
-            "--config" | "-c" => parsed.config = Some(PathBuf::from(value("--config")?)),
-            "--addr" | "-a" => {
-                let text = value("--addr")?;
-                parsed.addr = text
-                    .parse()
-                    .map_err(|e| format!("bad --addr {text:?}: {e}"))?;
-            }
-            "--help" | "-h" => return Err(USAGE.to_owned()),
-            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
-        }
-    }
-    Ok(parsed)
+fn init_tracing(default: &str) {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default)),
+        )
+        .init();
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
-    let args = match parse_args(std::env::args().skip(1)) {
-        Ok(args) => args,
-        Err(message) => {
-            eprintln!("{message}");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let usage = cli::usage_for(&args);
+    let command = match cli::parse(args, |name| std::env::var(name).ok()) {
+        Ok(command) => command,
+        Err(error) => {
+            eprintln!("rebuno-dev: {error}\n\n{usage}");
             return ExitCode::from(2);
         }
     };
-    match run(args).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            tracing::error!("{message}");
+    if let Command::Serve(args) = command {
+        init_tracing("info");
+        return match serve(args).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(message) => {
+                tracing::error!("{message}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    init_tracing("warn");
+    let mut stdout = std::io::stdout();
+    match cli::run(command, &mut stdout).await {
+        Ok(outcome) => ExitCode::from(outcome.exit_code()),
+        Err(error) => {
+            eprintln!("rebuno-dev: {error}");
             ExitCode::FAILURE
         }
     }
 }
 
-async fn run(args: Args) -> Result<(), String> {
+async fn serve(args: ServeArgs) -> Result<(), String> {
     let mut builder = DevKernel::builder()
         .addr(args.addr)
         .bearer_token(std::env::var("REBUNO_BEARER_TOKEN").ok());
@@ -93,23 +76,4 @@ async fn run(args: Args) -> Result<(), String> {
     tracing::info!("shutting down");
     kernel.shutdown().await;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn args(list: &[&str]) -> Result<Args, String> {
-        parse_args(list.iter().map(|s| (*s).to_owned()))
-    }
-
-    #[test]
-    fn parses_flags() {
-        let parsed = args(&["--config", "dev.yaml", "--addr=0.0.0.0:9000"]).unwrap();
-        assert_eq!(parsed.config, Some(PathBuf::from("dev.yaml")));
-        assert_eq!(parsed.addr, "0.0.0.0:9000".parse().unwrap());
-        assert_eq!(args(&[]).unwrap().addr, "127.0.0.1:8080".parse().unwrap());
-        assert!(args(&["--bogus"]).is_err());
-        assert!(args(&["--addr"]).is_err());
-    }
 }

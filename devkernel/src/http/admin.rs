@@ -6,7 +6,7 @@ use serde::Deserialize;
 
 use super::error::{ApiResult, json, no_content, ok};
 use super::{auth, body, parse_id};
-use crate::kernel::{AgentRequest, DecideRequest, Kernel, Resolution};
+use crate::kernel::{AgentRequest, DecideRequest, Kernel, PolicyTestRequest, Resolution, Scope};
 use crate::model::ApprovalStatus;
 
 /// `GET /v0/health`.
@@ -21,7 +21,7 @@ pub(super) async fn ready() -> ApiResult {
 
 /// `POST /v0/agents`: upsert.
 pub(super) async fn upsert_agent(State(kernel): State<Kernel>, request: Request) -> ApiResult {
-    let call = auth::client(&kernel, request).await?;
+    let call = auth::client(&kernel, request, Scope::AgentsWrite).await?;
     let agent: AgentRequest = body::decode(&call.body)?;
     Ok(json(
         StatusCode::CREATED,
@@ -31,7 +31,7 @@ pub(super) async fn upsert_agent(State(kernel): State<Kernel>, request: Request)
 
 /// `GET /v0/agents`.
 pub(super) async fn list_agents(State(kernel): State<Kernel>, request: Request) -> ApiResult {
-    auth::client(&kernel, request).await?;
+    auth::client(&kernel, request, Scope::AgentsRead).await?;
     Ok(ok(&kernel.agents()))
 }
 
@@ -41,7 +41,7 @@ pub(super) async fn get_agent(
     Path(id): Path<String>,
     request: Request,
 ) -> ApiResult {
-    auth::client(&kernel, request).await?;
+    auth::client(&kernel, request, Scope::AgentsRead).await?;
     Ok(ok(&kernel.agent(&id)?))
 }
 
@@ -51,7 +51,7 @@ pub(super) async fn delete_agent(
     Path(id): Path<String>,
     request: Request,
 ) -> ApiResult {
-    auth::client(&kernel, request).await?;
+    auth::client(&kernel, request, Scope::AgentsWrite).await?;
     kernel.delete_agent(&id);
     Ok(no_content())
 }
@@ -68,7 +68,7 @@ pub(super) async fn set_policy(
     Path(id): Path<String>,
     request: Request,
 ) -> ApiResult {
-    let call = auth::client(&kernel, request).await?;
+    let call = auth::client(&kernel, request, Scope::PoliciesWrite).await?;
     let policy: PolicyBody = body::decode(&call.body)?;
     kernel.set_policy(&id, &policy.bundle)?;
     Ok(no_content())
@@ -85,7 +85,7 @@ pub(super) async fn list_approvals(State(kernel): State<Kernel>, request: Reques
                 _ => None,
             })
     });
-    auth::client(&kernel, request).await?;
+    auth::client(&kernel, request, Scope::ApprovalsRead).await?;
     Ok(ok(&kernel.approvals(status)))
 }
 
@@ -95,12 +95,12 @@ pub(super) async fn get_approval(
     Path(id): Path<String>,
     request: Request,
 ) -> ApiResult {
-    auth::client(&kernel, request).await?;
+    auth::client(&kernel, request, Scope::ApprovalsRead).await?;
     Ok(ok(&kernel.approval(parse_id(&id)?)?))
 }
 
 async fn decide(kernel: Kernel, id: String, request: Request, resolution: Resolution) -> ApiResult {
-    let call = auth::client(&kernel, request).await?;
+    let call = auth::client(&kernel, request, Scope::ApprovalsWrite).await?;
     let id = parse_id(&id)?;
     let decision: DecideRequest = if call.body.iter().all(u8::is_ascii_whitespace) {
         DecideRequest::default()
@@ -127,4 +127,17 @@ pub(super) async fn deny(
     request: Request,
 ) -> ApiResult {
     decide(kernel, id, request, Resolution::Deny).await
+}
+
+/// `POST /v0/policies/{agent_id}/test`: a report of the bundle against cases or recorded
+/// steps (scopes `policies:write` and `executions:read`).
+pub(super) async fn test_policy(
+    State(kernel): State<Kernel>,
+    Path(id): Path<String>,
+    request: Request,
+) -> ApiResult {
+    let call = auth::client(&kernel, request, Scope::PoliciesWrite).await?;
+    call.principal.require(Scope::ExecutionsRead)?;
+    let test: PolicyTestRequest = body::decode(&call.body)?;
+    Ok(ok(&kernel.test_policy(&id, test)?))
 }

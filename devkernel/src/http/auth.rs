@@ -11,7 +11,8 @@ use uuid::Uuid;
 
 use super::body;
 use crate::error::KernelError;
-use crate::kernel::{Kernel, Lease, Principal};
+use crate::identity::constant_time_eq;
+use crate::kernel::{Kernel, Lease, Principal, Scope};
 
 const AGENT_ID: &str = "rebuno-agent-id";
 const SIGNATURE: &str = "rebuno-signature";
@@ -48,14 +49,22 @@ pub(crate) fn bearer(kernel: &Kernel, headers: &HeaderMap) -> Result<Principal, 
         Some(token) if constant_time_eq(token.as_bytes(), supplied.as_bytes()) => {
             Ok(Principal::Admin)
         }
-        _ => Err(KernelError::Unauthorized),
+        _ => kernel
+            .authenticate_key(supplied)
+            .ok_or(KernelError::Unauthorized),
     }
 }
 
-/// A bearer-authenticated request with its body (oversized bodies are `400`).
-pub(crate) async fn client(kernel: &Kernel, request: Request) -> Result<Authed, KernelError> {
+/// A bearer-authenticated request holding `scope`, with its body (oversized bodies are
+/// `400`).
+pub(crate) async fn client(
+    kernel: &Kernel,
+    request: Request,
+    scope: Scope,
+) -> Result<Authed, KernelError> {
     let (parts, raw) = request.into_parts();
     let principal = bearer(kernel, &parts.headers)?;
+    principal.require(scope)?;
     let body = body::read(raw)
         .await
         .ok_or_else(|| KernelError::validation("request body too large"))?;
@@ -71,12 +80,12 @@ pub(crate) fn is_agent(headers: &HeaderMap) -> bool {
     headers.contains_key(AGENT_ID) || headers.contains_key(SIGNATURE)
 }
 
-/// HMAC when agent headers are present, else bearer.
+/// HMAC when agent headers are present, else bearer with `executions:read`.
 pub(crate) async fn dual(kernel: &Kernel, request: Request) -> Result<Authed, KernelError> {
     if is_agent(request.headers()) {
         agent(kernel, request).await
     } else {
-        client(kernel, request).await
+        client(kernel, request, Scope::ExecutionsRead).await
     }
 }
 
@@ -165,13 +174,6 @@ pub(crate) fn lease(headers: &HeaderMap) -> Result<Lease, KernelError> {
         dispatch_id,
         attempt,
     })
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]

@@ -7,11 +7,11 @@ use serde::Deserialize;
 use super::error::{ApiResult, json, no_content, ok};
 use super::{auth, body, parse_id};
 use crate::error::KernelError;
-use crate::kernel::{CreateRequest, Kernel, ListQuery};
+use crate::kernel::{CreateRequest, Kernel, ListQuery, Scope};
 
 /// `POST /v0/executions`.
 pub(super) async fn create(State(kernel): State<Kernel>, request: Request) -> ApiResult {
-    let call = auth::client(&kernel, request).await?;
+    let call = auth::client(&kernel, request, Scope::ExecutionsWrite).await?;
     let create: CreateRequest = body::decode(&call.body)?;
     let execution = kernel.create_execution(create, &call.principal)?;
     Ok(json(StatusCode::CREATED, &execution))
@@ -32,7 +32,7 @@ pub(super) async fn list(
     params: Query<ListParams>,
     request: Request,
 ) -> ApiResult {
-    auth::client(&kernel, request).await?;
+    auth::client(&kernel, request, Scope::ExecutionsRead).await?;
     let Query(params) = params;
     let cursor = match params.cursor.filter(|c| !c.is_empty()) {
         Some(c) => Some(parse_id(&c)?),
@@ -79,7 +79,7 @@ pub(super) async fn events(
     params: Query<EventParams>,
     request: Request,
 ) -> ApiResult {
-    auth::client(&kernel, request).await?;
+    auth::client(&kernel, request, Scope::ExecutionsRead).await?;
     let id = parse_id(&id)?;
     let after = params
         .after_seq
@@ -97,7 +97,7 @@ pub(super) async fn cancel(
     Path(id): Path<String>,
     request: Request,
 ) -> ApiResult {
-    let call = auth::client(&kernel, request).await?;
+    let call = auth::client(&kernel, request, Scope::ExecutionsWrite).await?;
     let id = parse_id(&id)?;
     kernel.cancel(id, &call.principal)?;
     Ok(no_content())

@@ -2,15 +2,19 @@
 
 mod admin;
 mod agent;
+mod api_keys;
 mod auth;
 mod body;
 mod client;
 mod error;
+mod fork;
+mod metrics;
+mod resources;
 mod stream;
 
 use axum::Router;
 use axum::http::StatusCode;
-use axum::routing::{get, post, put};
+use axum::routing::{delete, get, post, put};
 use uuid::Uuid;
 
 use crate::error::KernelError;
@@ -21,6 +25,10 @@ pub(crate) fn router(kernel: Kernel) -> Router {
     Router::new()
         .route("/v0/health", get(admin::health))
         .route("/v0/ready", get(admin::ready))
+        .route("/metrics", get(metrics::metrics))
+        .route("/v0/api-keys", post(api_keys::create).get(api_keys::list))
+        .route("/v0/api-keys/{id}", delete(api_keys::revoke))
+        .route("/v0/api-keys/{id}/rotate", post(api_keys::rotate))
         .route(
             "/v0/agents",
             post(admin::upsert_agent).get(admin::list_agents),
@@ -31,6 +39,7 @@ pub(crate) fn router(kernel: Kernel) -> Router {
         )
         .route("/v0/agents/{id}/metadata", put(agent::set_metadata))
         .route("/v0/policies/{id}", post(admin::set_policy))
+        .route("/v0/policies/{id}/test", post(admin::test_policy))
         .route("/v0/approvals", get(admin::list_approvals))
         .route("/v0/approvals/{id}", get(admin::get_approval))
         .route("/v0/approvals/{id}/grant", post(admin::grant))
@@ -39,6 +48,8 @@ pub(crate) fn router(kernel: Kernel) -> Router {
         .route("/v0/executions/{id}", get(client::get))
         .route("/v0/executions/{id}/events", get(client::events))
         .route("/v0/executions/{id}/cancel", post(client::cancel))
+        .route("/v0/executions/{id}/fork", post(fork::fork))
+        .route("/v0/executions/{id}/fork-points", get(fork::fork_points))
         .route("/v0/executions/{id}/previous", get(agent::previous))
         .route(
             "/v0/executions/{id}/steps",
@@ -57,6 +68,15 @@ pub(crate) fn router(kernel: Kernel) -> Router {
         .route("/v0/executions/{id}/complete", post(agent::complete))
         .route("/v0/executions/{id}/fail", post(agent::fail))
         .route("/v0/executions/{id}/suspend", post(agent::suspend))
+        .route("/v0/executions/{id}/resources", post(resources::register))
+        .route(
+            "/v0/executions/{id}/resources/checkpoints",
+            post(resources::checkpoints),
+        )
+        .route(
+            "/v0/executions/{id}/resources/{key}/binding",
+            post(resources::bind),
+        )
         .route("/v0/executions/{id}/stream", get(stream::subscribe))
         .route(
             "/v0/executions/{id}/steps/{step_id}/stream",

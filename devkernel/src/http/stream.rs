@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::error::{ApiResult, no_content};
 use super::{auth, body, parse_id};
 use crate::error::KernelError;
-use crate::kernel::{DeltaRequest, Kernel};
+use crate::kernel::{DeltaRequest, Kernel, Scope};
 
 /// SSE comment sent every 15 s so proxies keep the connection.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -74,7 +74,7 @@ pub(super) async fn subscribe(
     if auth::is_agent(request.headers()) {
         return Err(KernelError::Unauthorized.into());
     }
-    let call = auth::client(&kernel, request).await?;
+    let call = auth::client(&kernel, request, Scope::ExecutionsRead).await?;
     let id = parse_id(&id)?;
     let deltas = kernel.subscribe_deltas(id, &call.principal)?;
     let feed = Feed {

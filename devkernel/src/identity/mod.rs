@@ -85,6 +85,14 @@ pub fn step_id(
 }
 
 /// Lowercase hex SHA-256 of `bytes`.
+/// Compares two byte strings in time independent of where they differ.
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }

@@ -91,11 +91,11 @@ impl CreateExecution {
 pub(crate) type CreateRequest = CreateExecution;
 
 /// Session labels and idempotency keys: non-blank UTF-8, at most 256 bytes, no NUL.
-fn valid_label(label: &str) -> bool {
+pub(super) fn valid_label(label: &str) -> bool {
     !label.trim().is_empty() && label.len() <= 256 && !label.contains('\0')
 }
 
-fn non_empty(value: Option<String>) -> Option<String> {
+pub(super) fn non_empty(value: Option<String>) -> Option<String> {
     value.filter(|v| !v.is_empty())
 }
 
@@ -162,6 +162,7 @@ impl Kernel {
                 failure_reason: String::new(),
                 created_at: created,
                 updated_at: created,
+                restoration: None,
             };
             let mut state = ExecState::new(exec);
             let mut payload = state.status_payload(ExecutionStatus::Pending);
@@ -254,13 +255,21 @@ impl Kernel {
         let Some(cell) = self.store().execution(id) else {
             return followups;
         };
-        let (session, explicit_parent) = {
+        let (session, explicit_parent, forked) = {
             let state = cell.lock();
-            (state.exec.session.clone(), state.exec.parent_execution_id)
+            (
+                state.exec.session.clone(),
+                state.exec.parent_execution_id,
+                state.exec.forked_from.is_some(),
+            )
         };
         let head = match (&session, explicit_parent) {
             (Some(name), None) => self.session_head(name, &cell.agent_id, id),
             (_, parent) => parent,
+        };
+        let inherited = match head {
+            Some(parent) if !forked => self.inheritable_resources(parent),
+            _ => Vec::new(),
         };
         let mut state = cell.lock();
         if state.exec.status != ExecutionStatus::Pending {
@@ -276,6 +285,7 @@ impl Kernel {
             payload.insert("parent_execution_id".into(), json!(parent));
         }
         state.append("execution.started", Value::Object(payload));
+        super::resources::inherit(&mut state, inherited);
         let dispatch = state.enqueue_dispatch(now());
         followups.deliver.push((id, dispatch));
         drop(state);

@@ -6,10 +6,15 @@
 //! run after the lock is released, from the returned [`Followups`].
 
 pub(crate) mod agents;
+mod api_keys;
 pub(crate) mod approvals;
 mod create;
 mod execution;
+mod fork;
 mod limits;
+mod metrics;
+mod policy_test;
+pub(crate) mod resources;
 mod sessions;
 mod step;
 mod stream;
@@ -26,10 +31,14 @@ use crate::error::KernelError;
 use crate::store::{ExecCell, Store};
 
 pub(crate) use agents::AgentRequest;
+pub(crate) use api_keys::{CreateKeyRequest, KeyGrant, Scope};
 pub(crate) use approvals::{DecideRequest, Resolution};
 pub use create::CreateExecution;
 pub(crate) use create::CreateRequest;
 pub(crate) use execution::{CompleteRequest, FailRequest, ListQuery};
+pub(crate) use fork::ForkRequest;
+pub(crate) use policy_test::PolicyTestRequest;
+pub(crate) use resources::{BindRequest, Captures, RegisterRequest};
 pub(crate) use step::{OutcomeRequest, SubmitRequest};
 pub(crate) use stream::DeltaRequest;
 
@@ -85,6 +94,8 @@ pub(crate) enum Principal {
     Admin,
     /// An HMAC-authenticated agent.
     Agent(String),
+    /// A scoped API key.
+    Key(KeyGrant),
 }
 
 /// Work to do once an execution's lock is released.
@@ -116,6 +127,8 @@ struct Inner {
     store: Store,
     sessions: sessions::Sessions,
     limiter: limits::Limiter,
+    keys: api_keys::Keys,
+    metrics: metrics::Metrics,
     config: Config,
     http: reqwest::Client,
     shutdown: CancellationToken,
@@ -135,6 +148,8 @@ impl Kernel {
                 store: Store::default(),
                 sessions: sessions::Sessions::default(),
                 limiter: limits::Limiter::default(),
+                keys: api_keys::Keys::default(),
+                metrics: metrics::Metrics::default(),
                 config,
                 http,
                 shutdown: CancellationToken::new(),
@@ -156,6 +171,14 @@ impl Kernel {
 
     pub(crate) fn shutdown_token(&self) -> &CancellationToken {
         &self.inner.shutdown
+    }
+
+    pub(crate) fn metrics(&self) -> &metrics::Metrics {
+        &self.inner.metrics
+    }
+
+    fn keys(&self) -> &api_keys::Keys {
+        &self.inner.keys
     }
 
     fn sessions(&self) -> &sessions::Sessions {

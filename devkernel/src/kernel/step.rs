@@ -5,11 +5,13 @@ use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
+use super::resources::captures::{self, Capture, CaptureFailure, Captures};
+use super::resources::generations;
 use super::terminal::settle_step;
 use super::{Followups, Kernel, Lease, Principal, now};
 use crate::error::KernelError;
 use crate::identity;
-use crate::model::{ExecutionStatus, Step, StepDecision, StepStatus, Timestamp};
+use crate::model::{ExecutionStatus, Step, StepDecision, StepResource, StepStatus, Timestamp};
 use crate::policy::{Action, StepFacts, Verdict};
 use crate::store::ExecState;
 use crate::usage;
@@ -41,12 +43,12 @@ pub(crate) struct OutcomeRequest {
     pub(crate) result: Option<Value>,
     #[serde(default, deserialize_with = "present")]
     pub(crate) error: Option<Value>,
-    /// Resource captures: accepted and ignored (resources are not implemented).
-    #[serde(default, rename = "captures")]
-    pub(crate) _captures: Option<serde::de::IgnoredAny>,
-    /// Resource capture failures: accepted and ignored.
-    #[serde(default, rename = "capture_failures")]
-    pub(crate) _capture_failures: Option<serde::de::IgnoredAny>,
+    /// Checkpoints captured after the body ran.
+    #[serde(default)]
+    pub(crate) captures: Option<Vec<Capture>>,
+    /// Captures the driver could not take.
+    #[serde(default)]
+    pub(crate) capture_failures: Option<Vec<CaptureFailure>>,
 }
 
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
@@ -105,7 +107,7 @@ impl Proposal {
             completed_at: None,
             usage_input: None,
             usage_output: None,
-            resources: Vec::new(),
+            resources: generations::declared(&self.kind, &self.resources),
         }
     }
 }
@@ -129,14 +131,35 @@ fn insert_verdict(payload: &mut Map<String, Value>, verdict: &Verdict) {
     }
 }
 
-/// Marks a step executing and writes `step.executing`.
-fn start_step(state: &mut ExecState, step_id: &str) {
-    if let Some(step) = state.steps.get_mut(step_id) {
-        step.status = StepStatus::Executing;
-        step.started_at = Some(Timestamp::now());
-        let payload = step_payload(step);
-        state.append("step.executing", Value::Object(payload));
+/// Starts a step live: status `executing`, generations of the affected resources bumped,
+/// `step.executing` (with `resources` and `generations` when any), their checkpoints
+/// invalidated at that seq. Returns the decision's `resources`.
+fn start_step(state: &mut ExecState, step_id: &str) -> Vec<StepResource> {
+    let Some((keys, counts)) = state.steps.get(step_id).map(|step| {
+        (
+            generations::affected(state, step),
+            step.kind != generations::LLM_CALL,
+        )
+    }) else {
+        return Vec::new();
+    };
+    let (touched, bumped) = generations::bump(state, &keys, counts);
+    let Some(step) = state.steps.get_mut(step_id) else {
+        return Vec::new();
+    };
+    step.status = StepStatus::Executing;
+    step.started_at = Some(Timestamp::now());
+    if !keys.is_empty() {
+        step.resources.clone_from(&keys);
     }
+    let mut payload = step_payload(step);
+    if !keys.is_empty() {
+        payload.insert("resources".into(), json!(keys));
+        payload.insert("generations".into(), json!(bumped));
+    }
+    let seq = state.append("step.executing", Value::Object(payload));
+    generations::invalidate(state, &keys, seq);
+    touched
 }
 
 const INDETERMINATE_MESSAGE: &str =
@@ -153,7 +176,11 @@ impl Kernel {
     ) -> Result<StepDecision, KernelError> {
         let cell = self.cell(id, principal)?;
         let proposal = Proposal::new(request)?;
-        let policy = self.store().agent(&cell.agent_id).and_then(|a| a.policy);
+        let policy = cell
+            .lock()
+            .policy
+            .clone()
+            .or_else(|| self.store().agent(&cell.agent_id).and_then(|a| a.policy));
         let session_usage = if policy.as_ref().is_some_and(|p| p.has_session_budget()) {
             self.session_usage(&cell)
         } else {
@@ -190,7 +217,8 @@ impl Kernel {
                 if state.exec.status == ExecutionStatus::Blocked {
                     return Ok(StepDecision::bare("execution_blocked"));
                 }
-                if let Some(key) = proposal.resources.first() {
+                let declared = generations::declared(&proposal.kind, &proposal.resources);
+                if let Some(key) = declared.iter().find(|k| !state.resources.contains_key(*k)) {
                     return Err(KernelError::validation(format!("unknown resource {key:?}")));
                 }
                 let verdict = if indeterminate_retry(&state, &proposal) {
@@ -225,6 +253,7 @@ impl Kernel {
             }
             (decision, followups)
         };
+        self.metrics().decision(&decision.decision);
         tracing::debug!(
             execution = %id,
             step = decision.step_id.as_deref().unwrap_or(""),
@@ -254,11 +283,9 @@ impl Kernel {
                 }
                 insert_verdict(&mut payload, verdict);
                 state.append("step.allowed", Value::Object(payload));
-                start_step(state, &step_id);
-                (
-                    StepDecision::for_step("proceed", &step_id),
-                    Followups::default(),
-                )
+                let mut decision = StepDecision::for_step("proceed", &step_id);
+                decision.resources = start_step(state, &step_id);
+                (decision, Followups::default())
             }
             Action::Deny => {
                 let reason = verdict
@@ -323,6 +350,10 @@ impl Kernel {
             if step.status != StepStatus::Executing {
                 return Err(KernelError::conflict("step is not executing"));
             }
+            let records = Captures {
+                captures: request.captures,
+                capture_failures: request.capture_failures,
+            };
             if failed {
                 let error = request.error.unwrap_or(Value::Null);
                 let error = if error.is_null() { json!({}) } else { error };
@@ -336,6 +367,8 @@ impl Kernel {
             } else {
                 self.succeed_step(&mut state, step_id, request.result);
             }
+            let outcome_seq = state.latest_seq();
+            captures::commit(&mut state, records, outcome_seq);
             let followups = self.resume_if_idle(&mut state);
             (StepDecision::bare("recorded"), followups)
         };
@@ -364,6 +397,7 @@ impl Kernel {
         }
         step.result = result;
         state.append("step.succeeded", Value::Object(payload));
+        generations::count_settled(state, step_id);
     }
 
     /// Steps of an execution ordered by id; `terminal_only` keeps settled ones.
@@ -428,8 +462,9 @@ fn existing_step(state: &mut ExecState, step_id: &str) -> StepDecision {
             decision
         }
         StepStatus::Allowed | StepStatus::Proposed => {
-            start_step(state, step_id);
-            StepDecision::for_step("proceed", step_id)
+            let mut decision = StepDecision::for_step("proceed", step_id);
+            decision.resources = start_step(state, step_id);
+            decision
         }
         StepStatus::Executing if step.idempotency == AT_MOST_ONCE => {
             let error = json!({"reason": "indeterminate", "message": INDETERMINATE_MESSAGE});
@@ -458,7 +493,14 @@ fn existing_step(state: &mut ExecState, step_id: &str) -> StepDecision {
             decision.rule_id = field("rule_id");
             decision
         }
-        StepStatus::Executing | StepStatus::Cancelled => StepDecision::for_step("proceed", step_id),
+        StepStatus::Executing => {
+            let mut decision = StepDecision::for_step("proceed", step_id);
+            if !generations::affected(state, step).is_empty() {
+                decision.resources = start_step(state, step_id);
+            }
+            decision
+        }
+        StepStatus::Cancelled => StepDecision::for_step("proceed", step_id),
     }
 }
 

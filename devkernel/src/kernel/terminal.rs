@@ -218,6 +218,7 @@ pub(crate) fn settle_step(
     let Some(step) = state.steps.get_mut(step_id) else {
         return;
     };
+    let ran = step.status == StepStatus::Executing && status != StepStatus::Denied;
     step.status = status;
     step.completed_at = Some(Timestamp::now());
     let mut payload = Map::new();
@@ -229,4 +230,7 @@ pub(crate) fn settle_step(
         payload.insert("error".into(), error);
     }
     state.append(event, Value::Object(payload));
+    if ran {
+        super::resources::generations::count_settled(state, step_id);
+    }
 }

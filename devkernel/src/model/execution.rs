@@ -4,7 +4,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::Timestamp;
+use std::collections::BTreeMap;
+
+use super::{Restoration, Timestamp};
 
 /// Lifecycle status of an execution (PROTOCOL.md §1.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -108,4 +110,7 @@ pub struct Execution {
     pub created_at: Timestamp,
     /// Last status change.
     pub updated_at: Timestamp,
+    /// How a fork restored each resource (only on the fork response).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restoration: Option<BTreeMap<String, Restoration>>,
 }

@@ -1,17 +1,21 @@
 //! The protocol's JSON objects (PROTOCOL.md §2.4, §1.12), public so tests can inspect them.
 
 mod agent;
+mod api_key;
 mod approval;
 mod decision;
 mod event;
 mod execution;
+mod resource;
 mod step;
 mod time;
 
 pub use agent::Agent;
+pub use api_key::{ApiKey, IssuedApiKey};
 pub use approval::{Approval, ApprovalStatus};
 pub use decision::{StepDecision, StepResource};
 pub use event::Event;
 pub use execution::{Execution, ExecutionStatus, SpawnedBy};
+pub use resource::{CheckpointView, ForkPoints, ResourceView, Restoration};
 pub use step::{Step, StepStatus};
 pub use time::Timestamp;

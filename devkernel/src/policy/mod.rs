@@ -182,6 +182,11 @@ impl Policy {
         &self.yaml
     }
 
+    /// Rule ids in file order.
+    pub(crate) fn rule_ids(&self) -> impl Iterator<Item = &str> {
+        self.bundle.rules.iter().map(|r| r.id.as_str())
+    }
+
     /// Whether any rule's budget counts the whole session's usage.
     pub(crate) fn has_session_budget(&self) -> bool {
         self.bundle.rules.iter().any(|r| {

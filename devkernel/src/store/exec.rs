@@ -8,10 +8,11 @@ use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::{Dispatch, DispatchStatus};
+use super::{Dispatch, DispatchStatus, Resource};
 use crate::error::KernelError;
 use crate::kernel::Lease;
 use crate::model::{Approval, Event, Execution, ExecutionStatus, Step, Timestamp};
+use crate::policy::Policy;
 
 /// Occurrence counter key: (dispatch, attempt, kind, target, args_hash).
 pub(crate) type OccurrenceKey = (Uuid, u32, String, String, String);
@@ -105,6 +106,10 @@ pub(crate) struct ExecState {
     pub(crate) children: HashMap<String, Uuid>,
     /// Whether a rate limit already parked this execution once.
     pub(crate) parked: bool,
+    /// Registered resources by key.
+    pub(crate) resources: BTreeMap<String, Resource>,
+    /// Execution-specific policy bundle (a fork override or inherited from the source).
+    pub(crate) policy: Option<Arc<Policy>>,
 }
 
 impl ExecState {
@@ -120,6 +125,8 @@ impl ExecState {
             approvals: BTreeMap::new(),
             children: HashMap::new(),
             parked: false,
+            resources: BTreeMap::new(),
+            policy: None,
         }
     }
 
@@ -191,6 +198,11 @@ impl ExecState {
             Some(d) if d.attempt == lease.attempt => Ok(()),
             _ => Err(KernelError::LeaseSuperseded),
         }
+    }
+
+    /// Seq of the newest event (0 when the log is empty).
+    pub(crate) fn latest_seq(&self) -> u64 {
+        self.events.len() as u64
     }
 
     /// Whether any dispatch is still pending, failed or in flight.

@@ -2,6 +2,7 @@
 
 mod dispatch;
 mod exec;
+mod resource;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -14,6 +15,7 @@ use crate::policy::Policy;
 
 pub(crate) use dispatch::{Dispatch, DispatchStatus};
 pub(crate) use exec::{ExecCell, ExecState};
+pub(crate) use resource::{Checkpoint, Resource};
 
 /// A registered agent with its secret and compiled policy.
 #[derive(Debug, Clone)]

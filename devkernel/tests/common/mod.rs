@@ -225,3 +225,72 @@ pub async fn client(
 pub fn event_types(kernel: &DevKernel, id: uuid::Uuid) -> Vec<String> {
     kernel.events(id).into_iter().map(|e| e.kind).collect()
 }
+
+/// One delivered execution driven by the fake agent: `post` signs with the live lease.
+pub struct Run {
+    pub id: uuid::Uuid,
+    pub dispatch: String,
+    pub attempt: u32,
+    pub api: AgentClient,
+}
+
+impl Run {
+    /// Creates an execution of `hello` and waits for its first delivery.
+    pub async fn start(kernel: &DevKernel, agent: &mut FakeAgent, body: &str) -> Self {
+        let (status, created) = client(
+            "POST",
+            &format!("{}/v0/executions", kernel.url()),
+            None,
+            Some(body),
+        )
+        .await;
+        assert_eq!(status, 201, "{created}");
+        let id = created["id"].as_str().unwrap().parse().unwrap();
+        Self::attach(kernel, agent, id).await
+    }
+
+    /// Waits for the next delivery of `id`.
+    pub async fn attach(kernel: &DevKernel, agent: &mut FakeAgent, id: uuid::Uuid) -> Self {
+        let delivery = agent.next().await;
+        assert_eq!(delivery.execution_id, id.to_string());
+        Self {
+            id,
+            dispatch: delivery.dispatch_id,
+            attempt: delivery.attempt,
+            api: AgentClient::new(&kernel.url()),
+        }
+    }
+
+    /// A signed, leased POST to `/v0/executions/{id}{path}`.
+    pub async fn post(&self, path: &str, body: &str) -> (u16, Value) {
+        let target = format!("/v0/executions/{}{path}", self.id);
+        self.api
+            .send("POST", &target, Some((&self.dispatch, self.attempt)), body)
+            .await
+    }
+
+    /// Submits a step and returns the decision (asserting `200`).
+    pub async fn submit(&self, body: Value) -> Value {
+        let (status, decision) = self.post("/steps", &body.to_string()).await;
+        assert_eq!(status, 200, "{decision}");
+        decision
+    }
+
+    /// Completes a step with `body` and returns the decision (asserting `200`).
+    pub async fn complete(&self, step_id: &str, body: Value) -> Value {
+        let (status, decision) = self
+            .post(&format!("/steps/{step_id}/complete"), &body.to_string())
+            .await;
+        assert_eq!(status, 200, "{decision}");
+        decision
+    }
+}
+
+/// Events of `id` of one type, in order.
+pub fn events_of(kernel: &DevKernel, id: uuid::Uuid, kind: &str) -> Vec<rebuno_devkernel::Event> {
+    kernel
+        .events(id)
+        .into_iter()
+        .filter(|e| e.kind == kind)
+        .collect()
+}

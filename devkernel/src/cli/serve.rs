@@ -1,0 +1,34 @@
+//! `rebuno-dev [--config FILE] [--addr HOST:PORT]`: the serve command's arguments.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use super::CliError;
+use super::args::Scanned;
+
+/// Arguments of the default command, serving the kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServeArgs {
+    /// Provisioning manifest.
+    pub config: Option<PathBuf>,
+    /// Listen address (default `127.0.0.1:8080`).
+    pub addr: SocketAddr,
+}
+
+/// Parses the serve flags.
+pub(crate) fn parse(args: &[String]) -> Result<ServeArgs, CliError> {
+    let scanned = Scanned::scan(args, &["--config", "-c", "--addr", "-a"], &[])?;
+    if let Some(extra) = scanned.positional.first() {
+        return Err(CliError::Usage(format!("unknown argument {extra:?}")));
+    }
+    let addr = match scanned.value(&["--addr", "-a"]) {
+        Some(text) => text
+            .parse()
+            .map_err(|e| CliError::Usage(format!("bad --addr {text:?}: {e}")))?,
+        None => SocketAddr::from(([127, 0, 0, 1], 8080)),
+    };
+    Ok(ServeArgs {
+        config: scanned.value(&["--config", "-c"]).map(PathBuf::from),
+        addr,
+    })
+}

@@ -1,0 +1,53 @@
+//! API key routes (PROTOCOL.md §2.7), all under scope `api_keys:manage`.
+
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::Response;
+
+use super::error::{ApiResult, json, no_content, ok};
+use super::{auth, body, parse_id};
+use crate::kernel::{CreateKeyRequest, Kernel, Scope};
+
+/// Tokens must not be cached by intermediaries.
+fn no_store(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// `POST /v0/api-keys`: `201 {id, name, scopes, created_at, token}`.
+pub(super) async fn create(State(kernel): State<Kernel>, request: Request) -> ApiResult {
+    let call = auth::client(&kernel, request, Scope::ApiKeysManage).await?;
+    let create: CreateKeyRequest = body::decode(&call.body)?;
+    let issued = kernel.create_api_key(create)?;
+    Ok(no_store(json(StatusCode::CREATED, &issued)))
+}
+
+/// `GET /v0/api-keys`.
+pub(super) async fn list(State(kernel): State<Kernel>, request: Request) -> ApiResult {
+    auth::client(&kernel, request, Scope::ApiKeysManage).await?;
+    Ok(ok(&kernel.api_keys()))
+}
+
+/// `POST /v0/api-keys/{id}/rotate`: a new token for the same key.
+pub(super) async fn rotate(
+    State(kernel): State<Kernel>,
+    Path(id): Path<String>,
+    request: Request,
+) -> ApiResult {
+    auth::client(&kernel, request, Scope::ApiKeysManage).await?;
+    let issued = kernel.rotate_api_key(parse_id(&id)?)?;
+    Ok(no_store(ok(&issued)))
+}
+
+/// `DELETE /v0/api-keys/{id}`: revoke (repeatable).
+pub(super) async fn revoke(
+    State(kernel): State<Kernel>,
+    Path(id): Path<String>,
+    request: Request,
+) -> ApiResult {
+    auth::client(&kernel, request, Scope::ApiKeysManage).await?;
+    kernel.revoke_api_key(parse_id(&id)?)?;
+    Ok(no_content())
+}

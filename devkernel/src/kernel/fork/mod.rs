@@ -1,0 +1,211 @@
+//! Forks (PROTOCOL.md §1.8): a new execution that replays the source's settled prefix and
+//! runs the rest live, with resources restored from checkpoints.
+
+mod copy;
+mod restore;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::create::{non_empty, valid_label};
+use super::{Kernel, Principal};
+use crate::error::KernelError;
+use crate::model::{Execution, ExecutionStatus, ForkPoints, Restoration, Timestamp};
+use crate::policy::Policy;
+use crate::store::{ExecCell, ExecState};
+
+/// `POST /v0/executions/{id}/fork` body.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ForkRequest {
+    #[serde(default)]
+    pub(crate) at_seq: i64,
+    #[serde(default)]
+    pub(crate) session: Option<String>,
+    #[serde(default)]
+    pub(crate) policy_bundle: Option<String>,
+}
+
+impl ForkRequest {
+    /// Whether the fork overrides the policy (needs `policies:write`).
+    pub(crate) fn overrides_policy(&self) -> bool {
+        self.policy_bundle.as_deref().is_some_and(|b| !b.is_empty())
+    }
+}
+
+/// The fork's projection of the source at creation.
+fn fork_execution(source: &Execution, id: Uuid, at_seq: u64, session: Option<String>) -> Execution {
+    let created = Timestamp::now();
+    Execution {
+        id,
+        agent_id: source.agent_id.clone(),
+        session,
+        parent_execution_id: source.parent_execution_id,
+        forked_from: Some(source.id),
+        fork_seq: Some(at_seq),
+        idempotency_key: None,
+        spawned_by: None,
+        on_behalf_of: source.on_behalf_of.clone(),
+        input: source.input.clone(),
+        status: ExecutionStatus::Pending,
+        output: None,
+        failure_reason: String::new(),
+        created_at: created,
+        updated_at: created,
+        restoration: None,
+    }
+}
+
+/// A compiled `policy_bundle` override (`400` when it does not compile).
+fn parse_override(bundle: Option<&str>) -> Result<Option<Arc<Policy>>, KernelError> {
+    match bundle.filter(|b| !b.is_empty()) {
+        Some(yaml) => Policy::parse(yaml)
+            .map(|p| Some(Arc::new(p)))
+            .map_err(|e| KernelError::validation(e.to_string())),
+        None => Ok(None),
+    }
+}
+
+/// The fork's state with its prefix written, and the restoration plan.
+fn build(
+    src: &ExecState,
+    id: Uuid,
+    at_seq: i64,
+    session: Option<String>,
+    override_policy: Option<Arc<Policy>>,
+) -> Result<(ExecState, BTreeMap<String, restore::Restored>), KernelError> {
+    let at_seq = u64::try_from(at_seq)
+        .ok()
+        .filter(|s| (1..=src.latest_seq()).contains(s))
+        .ok_or_else(|| KernelError::validation("at_seq out of range"))?;
+    let mut state = ExecState::new(fork_execution(&src.exec, id, at_seq, session));
+    let overridden = override_policy.is_some();
+    state.policy = override_policy.or_else(|| src.policy.clone());
+    let restoration = restore::plan(src, at_seq);
+    write_prefix(&mut state, src, at_seq, overridden, &restoration);
+    Ok((state, restoration))
+}
+
+/// The response form: the execution plus `restoration` when any resource was restored.
+fn with_restoration(
+    mut exec: Execution,
+    restoration: BTreeMap<String, restore::Restored>,
+) -> Execution {
+    if !restoration.is_empty() {
+        exec.restoration = Some(
+            restoration
+                .into_iter()
+                .map(|(key, r)| (key, r.restoration))
+                .collect(),
+        );
+    }
+    exec
+}
+
+impl Kernel {
+    /// A fork's session must be a valid label no execution uses yet (`400`, `409`).
+    fn check_new_session(&self, session: Option<&str>) -> Result<(), KernelError> {
+        let Some(name) = session else {
+            return Ok(());
+        };
+        if !valid_label(name) {
+            return Err(KernelError::validation("invalid session"));
+        }
+        if self.sessions().exists(name) {
+            return Err(KernelError::conflict(format!(
+                "session {name:?} already has executions"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Forks `source` at `at_seq`; the response carries `restoration`.
+    pub(crate) fn fork(
+        &self,
+        source: Uuid,
+        principal: &Principal,
+        request: ForkRequest,
+    ) -> Result<Execution, KernelError> {
+        let cell = self.cell(source, principal)?;
+        let session = non_empty(request.session);
+        self.check_new_session(session.as_deref())?;
+        let override_policy = parse_override(request.policy_bundle.as_deref())?;
+        let id = Uuid::now_v7();
+        let (state, restoration) = build(
+            &cell.lock(),
+            id,
+            request.at_seq,
+            session.clone(),
+            override_policy,
+        )?;
+        self.store()
+            .insert_execution(Arc::new(ExecCell::new(state)));
+        let admitted = session
+            .as_deref()
+            .is_none_or(|name| self.sessions().admit(name, id));
+        if admitted {
+            let followups = self.start_execution(id);
+            self.run(followups);
+        }
+        tracing::info!(execution = %id, source = %source, "execution forked");
+        let exec = self.execution(id, &Principal::Admin)?;
+        Ok(with_restoration(exec, restoration))
+    }
+
+    /// `GET .../fork-points`: the latest seq, resource registrations and checkpoints.
+    pub(crate) fn fork_points(
+        &self,
+        id: Uuid,
+        principal: &Principal,
+    ) -> Result<ForkPoints, KernelError> {
+        let cell = self.cell(id, principal)?;
+        let state = cell.lock();
+        Ok(ForkPoints {
+            latest_seq: state.latest_seq(),
+            resources: state
+                .resources
+                .values()
+                .map(|r| (r.key.clone(), r.registered_seq))
+                .collect(),
+            checkpoints: state
+                .resources
+                .values()
+                .flat_map(|r| r.checkpoint_views())
+                .collect(),
+        })
+    }
+}
+
+/// `execution.created`, `execution.forked`, the copied prefix, one `resource.initialized`
+/// per restored resource and the copied covering checkpoints.
+fn write_prefix(
+    state: &mut ExecState,
+    src: &ExecState,
+    at_seq: u64,
+    policy_override: bool,
+    restoration: &BTreeMap<String, restore::Restored>,
+) {
+    let mut created = state.status_payload(ExecutionStatus::Pending);
+    if let Some(session) = &state.exec.session {
+        created.insert("session".into(), json!(session));
+    }
+    state.append("execution.created", Value::Object(created));
+    let mut forked = serde_json::Map::new();
+    forked.insert("source_execution_id".into(), json!(src.exec.id));
+    forked.insert("fork_seq".into(), json!(at_seq));
+    forked.insert("policy_override".into(), json!(policy_override));
+    if !restoration.is_empty() {
+        let map: BTreeMap<&String, &Restoration> = restoration
+            .iter()
+            .map(|(k, r)| (k, &r.restoration))
+            .collect();
+        forked.insert("restoration".into(), json!(map));
+    }
+    state.append("execution.forked", Value::Object(forked));
+    copy::prefix(state, src, at_seq);
+    restore::apply(state, restoration);
+}

@@ -1,0 +1,107 @@
+//! Cases from recorded executions: each step with the decision its first decision event
+//! recorded as the expectation.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::{Case, SELECT_DEFAULT, SELECT_MAX, Selector};
+use crate::error::KernelError;
+use crate::kernel::Kernel;
+use crate::store::ExecState;
+
+/// The rule of the kernel's own indeterminate-retry denial (not a policy decision).
+const INDETERMINATE_RULE: &str = "__indeterminate_retry";
+
+fn decision_of(kind: &str) -> Option<&'static str> {
+    match kind {
+        "step.allowed" => Some("allow"),
+        "step.denied" => Some("deny"),
+        "step.awaiting_approval" => Some("require_approval"),
+        _ => None,
+    }
+}
+
+/// Cases for the steps of one execution.
+fn cases_of(state: &ExecState) -> Vec<Case> {
+    let mut first: HashMap<&str, (&'static str, &str)> = HashMap::new();
+    for event in &state.events {
+        let Some(decision) = decision_of(&event.kind) else {
+            continue;
+        };
+        let text = |name: &str| event.payload.get(name).and_then(Value::as_str);
+        let (Some(step), rule) = (text("step_id"), text("rule_id").unwrap_or("")) else {
+            continue;
+        };
+        if rule != INDETERMINATE_RULE {
+            first.entry(step).or_insert((decision, rule));
+        }
+    }
+    state
+        .steps
+        .values()
+        .map(|step| {
+            let (expect, rule) = first
+                .get(step.step_id.as_str())
+                .copied()
+                .unwrap_or(("", ""));
+            Case {
+                kind: step.kind.clone(),
+                target: step.target.clone(),
+                args: step.args.clone(),
+                expect: expect.to_owned(),
+                execution_id: state.exec.id.to_string(),
+                step_id: step.step_id.clone(),
+                was_rule: rule.to_owned(),
+                ..Case::default()
+            }
+        })
+        .collect()
+}
+
+impl Kernel {
+    /// Cases from one execution (`404` when unknown).
+    pub(super) fn replay_cases(&self, id: Uuid) -> Result<Vec<Case>, KernelError> {
+        let cell = self
+            .store()
+            .execution(id)
+            .ok_or_else(|| KernelError::not_found("execution"))?;
+        let state = cell.lock();
+        Ok(cases_of(&state))
+    }
+
+    /// Cases from the agent's executions, newest first, filtered by the selector.
+    pub(super) fn backtest_cases(&self, agent_id: &str, selector: &Selector) -> Vec<Case> {
+        let limit = selector
+            .limit
+            .and_then(|l| usize::try_from(l).ok())
+            .filter(|l| *l > 0)
+            .unwrap_or(SELECT_DEFAULT)
+            .min(SELECT_MAX);
+        let session = selector.session.as_deref().filter(|s| !s.is_empty());
+        let mut cases = Vec::new();
+        let mut replayed = 0;
+        for cell in self.store().executions_desc() {
+            if cell.agent_id != agent_id {
+                continue;
+            }
+            let state = cell.lock();
+            if session.is_some_and(|s| state.exec.session.as_deref() != Some(s)) {
+                continue;
+            }
+            if selector
+                .since
+                .is_some_and(|since| state.exec.created_at < since)
+            {
+                break;
+            }
+            cases.extend(cases_of(&state));
+            replayed += 1;
+            if replayed == limit {
+                break;
+            }
+        }
+        cases
+    }
+}

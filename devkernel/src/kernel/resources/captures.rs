@@ -1,0 +1,111 @@
+//! Checkpoint captures reported by the agent, and the refusals the kernel writes
+//! (PROTOCOL.md §1.9 "Captures").
+
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::model::StepStatus;
+use crate::store::{Checkpoint, ExecState};
+
+/// One captured checkpoint.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Capture {
+    #[serde(default)]
+    pub(crate) key: String,
+    #[serde(default)]
+    pub(crate) generation: u64,
+    #[serde(default)]
+    pub(crate) checkpoint_ref: String,
+}
+
+/// One capture the driver could not take.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CaptureFailure {
+    #[serde(default)]
+    pub(crate) key: String,
+    #[serde(default)]
+    pub(crate) generation: u64,
+    #[serde(default)]
+    pub(crate) error: String,
+}
+
+/// `captures` and `capture_failures`, as sent with step outcomes or on their own.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Captures {
+    #[serde(default)]
+    pub(crate) captures: Option<Vec<Capture>>,
+    #[serde(default)]
+    pub(crate) capture_failures: Option<Vec<CaptureFailure>>,
+}
+
+/// Why a capture was refused, or `None` when it is accepted.
+fn refusal(state: &ExecState, capture: &Capture) -> Option<&'static str> {
+    let Some(resource) = state.resources.get(&capture.key) else {
+        return Some("unknown_resource");
+    };
+    if capture.checkpoint_ref.is_empty() {
+        return Some("missing_checkpoint_ref");
+    }
+    if resource
+        .checkpoints
+        .iter()
+        .any(|c| c.generation == capture.generation)
+    {
+        return Some("duplicate_capture");
+    }
+    if capture.generation != resource.generation {
+        return Some("stale_generation");
+    }
+    let writing = state
+        .steps
+        .values()
+        .any(|s| s.status == StepStatus::Executing && s.resources.contains(&capture.key));
+    writing.then_some("writers_active")
+}
+
+fn failed(state: &mut ExecState, key: &str, generation: u64, error: &str) {
+    state.append(
+        "resource.checkpoint_failed",
+        json!({"key": key, "generation": generation, "error": error}),
+    );
+}
+
+/// Commits accepted captures as checkpoints covering from `covered_seq`, and writes
+/// `resource.checkpoint_failed` for refusals and reported failures.
+pub(crate) fn commit(state: &mut ExecState, records: Captures, covered_seq: u64) {
+    for capture in records.captures.unwrap_or_default() {
+        if let Some(reason) = refusal(state, &capture) {
+            tracing::debug!(key = %capture.key, reason, "checkpoint refused");
+            failed(state, &capture.key, capture.generation, reason);
+            continue;
+        }
+        state.append(
+            "resource.checkpointed",
+            json!({
+                "key": capture.key,
+                "generation": capture.generation,
+                "checkpoint_ref": capture.checkpoint_ref,
+                "covered_seq": covered_seq,
+            }),
+        );
+        if let Some(resource) = state.resources.get_mut(&capture.key) {
+            resource.checkpoints.push(Checkpoint {
+                generation: capture.generation,
+                checkpoint_ref: capture.checkpoint_ref,
+                covered_seq,
+                invalidated_seq: None,
+            });
+        }
+    }
+    for failure in records.capture_failures.unwrap_or_default() {
+        let error = if failure.error.is_empty() {
+            "capture_failed"
+        } else {
+            failure.error.as_str()
+        };
+        failed(state, &failure.key, failure.generation, error);
+    }
+}
