@@ -72,6 +72,10 @@ pub enum ErrorKind {
     Serde,
     /// A durable call was made outside an active execution.
     Context,
+    /// A resource driver failed to create, open or checkpoint its resource.
+    Resource,
+    /// A fork's selected checkpoint no longer exists.
+    CheckpointUnavailable,
     /// The kernel answered something this SDK does not understand.
     Protocol,
 }

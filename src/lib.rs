@@ -9,6 +9,7 @@ mod context;
 mod error;
 pub mod kernel;
 mod refusal;
+pub mod resource;
 pub mod rt;
 #[cfg(feature = "schemars")]
 mod schema;

@@ -5,7 +5,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::client::Client;
-use crate::context::{ExecutionContext, current_step};
+use crate::context::{Exclusive, ExecutionContext, StepScope, current_step};
 use crate::error::{Error, ErrorKind, Result};
 use crate::wire::error_message;
 
@@ -77,7 +77,7 @@ impl Subagent {
     ///
     /// As [`subagent`].
     pub async fn run<R: DeserializeOwned>(self) -> Result<R> {
-        let (context, step_id) = current_step().ok_or_else(|| {
+        let (context, step) = current_step().ok_or_else(|| {
             Error::new(ErrorKind::Context, "subagent() called outside a tool body")
         })?;
         let input = self.input.map_err(|e| {
@@ -89,7 +89,7 @@ impl Subagent {
         let mut create = client
             .create(&self.agent_id)
             .input(input)
-            .spawned_by(context.id(), &*step_id);
+            .spawned_by(context.id(), &step.id);
         if let Some(session) = self.session {
             create = create.session(session);
         }
@@ -99,18 +99,25 @@ impl Subagent {
             agent = self.agent_id.as_str(),
             "subagent started"
         );
-        let output = settle(&context, &step_id).await?;
+        let output = settle(&context, &step).await?;
         serde_json::from_value(output)
             .map_err(|e| Error::serde("subagent output does not fit its type", e))
     }
 }
 
 /// Waits until every call waits; then either the execution suspended (the dispatch ends) or the
-/// step already settled and its outcome is read.
-async fn settle(context: &ExecutionContext, step_id: &str) -> Result<Value> {
-    if context.await_idle().await? {
+/// step already settled and its outcome is read. The effects lock is let go while waiting, so
+/// concurrent calls can start their own subagents, and taken back before the step completes.
+async fn settle(context: &ExecutionContext, step: &StepScope) -> Result<Value> {
+    let held = lock(&step.exclusive).take().is_some();
+    let idle = context.await_idle().await;
+    if held {
+        *lock(&step.exclusive) = Some(context.exclusive_always().await);
+    }
+    if idle? {
         return Err(context.note(Error::blocked()));
     }
+    let step_id = step.id.as_str();
     let step = context.kernel().get_step(context.id(), step_id).await?;
     let step =
         step.ok_or_else(|| Error::new(ErrorKind::Protocol, "the subagent's step is gone"))?;
@@ -122,4 +129,11 @@ async fn settle(context: &ExecutionContext, step_id: &str) -> Result<Value> {
         .with_tool(&step.target, Some(step_id))),
         None => Ok(step.result.unwrap_or(Value::Null)),
     }
+}
+
+fn lock(
+    slot: &std::sync::Mutex<Option<Exclusive>>,
+) -> std::sync::MutexGuard<'_, Option<Exclusive>> {
+    slot.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

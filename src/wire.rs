@@ -366,3 +366,83 @@ pub struct Checkpoint {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invalidated_seq: Option<u64>,
 }
+
+/// A registered resource as the kernel reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ResourceView {
+    /// The resource key.
+    pub key: String,
+    /// The driver's id.
+    pub driver_id: String,
+    /// The driver's configuration.
+    #[serde(default)]
+    pub configuration: Value,
+    /// Whether coverage lasts until an affecting step starts.
+    #[serde(default)]
+    pub coverage_reuse: bool,
+    /// Checkpoint interval in affecting steps (0: never).
+    #[serde(default)]
+    pub every_steps: u64,
+    /// Whether to capture on completion.
+    #[serde(default)]
+    pub on_completion: bool,
+    /// Bumped by every live step that may change the resource.
+    #[serde(default)]
+    pub generation: u64,
+    /// Settled affecting steps.
+    #[serde(default)]
+    pub count: u64,
+    /// Where the resource is, once bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding: Option<Value>,
+    /// The checkpoint a fork restores from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_ref: Option<String>,
+    /// Whether a checkpoint matches the current generation.
+    #[serde(default)]
+    pub covered: bool,
+}
+
+/// A checkpoint captured for a resource generation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Capture {
+    /// The resource key.
+    pub key: String,
+    /// The generation captured.
+    pub generation: u64,
+    /// The driver's reference.
+    pub checkpoint_ref: String,
+}
+
+/// A checkpoint that could not be captured.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct CaptureFailure {
+    /// The resource key.
+    pub key: String,
+    /// The generation that was due.
+    pub generation: u64,
+    /// Why.
+    pub error: String,
+}
+
+/// Captures to send with a step outcome or on their own.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Captures {
+    /// Captured checkpoints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub captures: Vec<Capture>,
+    /// Failed captures.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capture_failures: Vec<CaptureFailure>,
+}
+
+impl Captures {
+    /// Whether there is nothing to send.
+    pub fn is_empty(&self) -> bool {
+        self.captures.is_empty() && self.capture_failures.is_empty()
+    }
+}

@@ -21,6 +21,7 @@ pub(crate) fn failure_reason(error: &HandlerError) -> String {
         }
         ErrorKind::RateLimited => rebuno.reason().unwrap_or("rate_limit_exceeded").to_owned(),
         ErrorKind::Tool => format!("tool_error: {}", rebuno.message()),
+        ErrorKind::CheckpointUnavailable => format!("checkpoint_unavailable: {}", rebuno.message()),
         kind => format!("agent_error: {kind:?}: {}", chain(error)),
     }
 }

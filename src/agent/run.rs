@@ -101,6 +101,12 @@ async fn record(context: &ExecutionContext, ending: Ending) {
     let kernel = context.kernel();
     let written = match ending {
         Ending::Output(output) => {
+            if let Err(error) = context.checkpoint_on_completion().await {
+                if error.is_control_flow() {
+                    return tracing::debug!(kind = ?error.kind(), "dispatch ended by control flow");
+                }
+                tracing::warn!(%error, "checkpoint on completion failed; the resources stay uncovered");
+            }
             let state = context.state();
             kernel
                 .complete_execution(context.id(), context.lease(), &output, state.as_ref())

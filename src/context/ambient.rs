@@ -19,7 +19,17 @@ use super::ExecutionContext;
 struct Ambient {
     context: ExecutionContext,
     /// The step whose body is running, inside a tool or step body.
-    step: Option<Arc<str>>,
+    step: Option<Arc<StepScope>>,
+}
+
+/// A step whose body is running.
+#[derive(Debug)]
+pub(crate) struct StepScope {
+    /// The kernel's step id.
+    pub(crate) id: String,
+    /// The execution's effects lock while this step holds it (only with resources registered),
+    /// so a body that waits on a subagent can let other calls run meanwhile.
+    pub(crate) exclusive: std::sync::Mutex<Option<super::Exclusive>>,
 }
 
 thread_local! {
@@ -32,7 +42,7 @@ pub(crate) fn current() -> Option<ExecutionContext> {
 }
 
 /// The step whose body is being polled on this thread, with its execution.
-pub(crate) fn current_step() -> Option<(ExecutionContext, Arc<str>)> {
+pub(crate) fn current_step() -> Option<(ExecutionContext, Arc<StepScope>)> {
     CURRENT.with(|slot| {
         let slot = slot.borrow();
         let ambient = slot.as_ref()?;
@@ -63,12 +73,12 @@ impl<F> Scoped<F> {
         }
     }
 
-    /// Scopes a step body: its step id is current too.
-    pub(crate) fn in_step(context: ExecutionContext, step_id: &str, future: F) -> Self {
+    /// Scopes a step body: its step is current too.
+    pub(crate) fn in_step(context: ExecutionContext, step: Arc<StepScope>, future: F) -> Self {
         Self {
             ambient: Ambient {
                 context,
-                step: Some(Arc::from(step_id)),
+                step: Some(step),
             },
             future,
         }

@@ -7,11 +7,13 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tracing::Instrument;
 
-use super::{ExecutionContext, Scoped};
+use std::sync::{Arc, Mutex};
+
+use super::{Exclusive, ExecutionContext, Scoped, StepScope};
 use crate::error::{BoxError, Error, ErrorKind, Result, find_rebuno};
 use crate::kernel::api::StepSubmission;
 use crate::tool::Idempotency;
-use crate::wire::{Decision, StepDecision, error_message};
+use crate::wire::{Decision, ResourceGeneration, StepDecision, error_message};
 
 /// A step as the SDK submits it.
 #[derive(Debug)]
@@ -47,7 +49,8 @@ impl<R: DeserializeOwned> Outcome<R> {
 
 impl ExecutionContext {
     /// Submits `effect`; on `proceed` runs `body` and records its outcome. The call counts as in
-    /// flight for suspension while it runs.
+    /// flight for suspension while it runs, and holds the effects lock while resources are
+    /// registered.
     pub(crate) async fn run_effect<R, Fut>(
         &self,
         effect: Effect<'_>,
@@ -64,7 +67,11 @@ impl ExecutionContext {
             step_id = tracing::field::Empty
         );
         let in_flight = self.call_started();
-        let outcome = self.decide_and_run(effect, body).instrument(span).await;
+        let exclusive = self.exclusive().await;
+        let outcome = self
+            .decide_and_run(effect, exclusive, body)
+            .instrument(span)
+            .await;
         self.call_finished(in_flight).await;
         outcome
     }
@@ -72,6 +79,7 @@ impl ExecutionContext {
     async fn decide_and_run<R, Fut>(
         &self,
         effect: Effect<'_>,
+        exclusive: Option<Exclusive>,
         body: impl FnOnce() -> Fut,
     ) -> Result<Outcome<R>>
     where
@@ -83,10 +91,16 @@ impl ExecutionContext {
         tracing::Span::current().record("step_id", step_id.as_str());
         match decision.decision {
             Decision::Replay => replayed(decision, effect.target).map(Outcome::Replayed),
-            Decision::Proceed => self
-                .run_live(effect.target, &step_id, body)
-                .await
-                .map(Outcome::Live),
+            Decision::Proceed => {
+                let due: Vec<_> = decision.resources.into_iter().filter(|r| r.due).collect();
+                let step = Arc::new(StepScope {
+                    id: step_id,
+                    exclusive: Mutex::new(exclusive),
+                });
+                self.run_live(effect.target, step, &due, body)
+                    .await
+                    .map(Outcome::Live)
+            }
             _ => Err(self.refusal(decision)),
         }
     }
@@ -106,34 +120,38 @@ impl ExecutionContext {
             .map_err(|e| self.note(e))
     }
 
+    /// Runs the body, captures the due checkpoints, and records the outcome with them.
     async fn run_live<R, Fut>(
         &self,
         target: &str,
-        step_id: &str,
+        step: Arc<StepScope>,
+        due: &[ResourceGeneration],
         body: impl FnOnce() -> Fut,
     ) -> Result<R>
     where
         R: Serialize,
         Fut: Future<Output = std::result::Result<R, BoxError>>,
     {
-        if step_id.is_empty() {
+        if step.id.is_empty() {
             return Err(Error::new(
                 ErrorKind::Protocol,
                 "kernel said proceed without a step_id",
             ));
         }
-        let value = match Scoped::in_step(self.clone(), step_id, body()).await {
-            Ok(value) => value,
-            Err(error) => return Err(self.body_failed(target, step_id, error).await),
-        };
-        let recorded = match serde_json::to_value(&value) {
-            Ok(recorded) => recorded,
-            Err(e) => return Err(self.body_failed(target, step_id, Box::new(e)).await),
+        let outcome = Scoped::in_step(self.clone(), Arc::clone(&step), body()).await;
+        let recorded = outcome.and_then(|value| match serde_json::to_value(&value) {
+            Ok(recorded) => Ok((value, recorded)),
+            Err(e) => Err(Box::new(e) as BoxError),
+        });
+        let (value, recorded) = match recorded {
+            Ok(pair) => pair,
+            Err(error) => return Err(self.body_failed(target, &step.id, due, error).await),
         };
         self.guard()?;
+        let captures = self.capture(due).await;
         let answer = self
             .kernel()
-            .complete_step(self.id(), step_id, self.lease(), &recorded)
+            .complete_step(self.id(), &step.id, self.lease(), &recorded, &captures)
             .await;
         match answer.map_err(|e| self.note(e))?.decision {
             Decision::ExecutionTerminal => Err(self.note(Error::terminated())),
@@ -141,17 +159,25 @@ impl ExecutionContext {
         }
     }
 
-    /// Records a failed body and turns its error into the one the caller sees.
-    async fn body_failed(&self, target: &str, step_id: &str, error: BoxError) -> Error {
+    /// Records a failed body (with its due captures: failed calls count) and turns its error
+    /// into the one the caller sees.
+    async fn body_failed(
+        &self,
+        target: &str,
+        step_id: &str,
+        due: &[ResourceGeneration],
+        error: BoxError,
+    ) -> Error {
         if let Some(found) = find_rebuno(&*error).filter(|e| passes_through(e)) {
             return self.note(found.clone_shallow());
         }
         let message = error.to_string();
         if self.guard().is_ok() {
             let recorded = json!({ "message": message });
+            let captures = self.capture(due).await;
             let answer = self
                 .kernel()
-                .fail_step(self.id(), step_id, self.lease(), &recorded)
+                .fail_step(self.id(), step_id, self.lease(), &recorded, &captures)
                 .await;
             if let Err(e) = answer.map_err(|e| self.note(e)) {
                 if e.is_control_flow() {

@@ -4,6 +4,7 @@ mod ambient;
 mod effect;
 mod suspend;
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -15,6 +16,7 @@ pub use self::ambient::Scoped;
 pub(crate) use self::effect::Effect;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kernel::{KernelClient, Lease};
+use crate::resource::Registered;
 use crate::rt::Deadline;
 
 /// The execution a handler is running, reachable anywhere inside it through [`execution`].
@@ -38,7 +40,13 @@ struct Inner {
     control: Mutex<Option<ErrorKind>>,
     state: Mutex<Option<Value>>,
     calls: Mutex<suspend::Calls>,
+    resources: Mutex<BTreeMap<String, Arc<dyn Registered>>>,
+    effects: Arc<futures_util::lock::Mutex<()>>,
 }
+
+/// The execution's effects lock: while resources are registered, tool and local step calls run
+/// one at a time so each checkpoint captures exactly one step's changes.
+pub(crate) type Exclusive = futures_util::lock::OwnedMutexGuard<()>;
 
 /// The current execution.
 ///
@@ -85,6 +93,8 @@ impl ExecutionContext {
                 control: Mutex::new(None),
                 state: Mutex::new(None),
                 calls: Mutex::new(suspend::Calls::default()),
+                resources: Mutex::new(BTreeMap::new()),
+                effects: Arc::new(futures_util::lock::Mutex::new(())),
             }),
         }
     }
@@ -177,6 +187,33 @@ impl ExecutionContext {
         })
     }
 
+    /// The resource registered under `key` in this dispatch.
+    pub(crate) fn resource(&self, key: &str) -> Option<Arc<dyn Registered>> {
+        lock(&self.inner.resources).get(key).cloned()
+    }
+
+    /// Every resource registered in this dispatch.
+    pub(crate) fn resources(&self) -> Vec<Arc<dyn Registered>> {
+        lock(&self.inner.resources).values().cloned().collect()
+    }
+
+    pub(crate) fn add_resource(&self, resource: Arc<dyn Registered>) {
+        lock(&self.inner.resources).insert(resource.key().to_owned(), resource);
+    }
+
+    /// Takes the effects lock if any resource is registered.
+    pub(crate) async fn exclusive(&self) -> Option<Exclusive> {
+        if lock(&self.inner.resources).is_empty() {
+            return None;
+        }
+        Some(Arc::clone(&self.inner.effects).lock_owned().await)
+    }
+
+    /// Takes the effects lock unconditionally (registering a resource).
+    pub(crate) async fn exclusive_always(&self) -> Exclusive {
+        Arc::clone(&self.inner.effects).lock_owned().await
+    }
+
     /// Refuses to write once the dispatch was superseded or the execution is terminal.
     pub(crate) fn guard(&self) -> Result<()> {
         match *lock(&self.inner.control) {
@@ -216,4 +253,4 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-pub(crate) use ambient::{current, current_step};
+pub(crate) use ambient::{StepScope, current, current_step};

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::base_url::encode_segment;
 use super::{Call, KernelClient, Lease, Replayable};
 use crate::error::{Error, ErrorKind, Result};
-use crate::wire::{Execution, StepDecision};
+use crate::wire::{Captures, Execution, ResourceView, StepDecision};
 
 /// What a step is, as submitted to the kernel.
 #[derive(Debug, Serialize)]
@@ -52,15 +52,11 @@ impl KernelClient {
         step_id: &str,
         lease: &Lease,
         result: &Value,
+        captures: &Captures,
     ) -> Result<StepDecision> {
-        self.settle_step(
-            execution_id,
-            step_id,
-            "complete",
-            lease,
-            &json!({ "result": result }),
-        )
-        .await
+        let body = with_captures(json!({ "result": result }), captures);
+        self.settle_step(execution_id, step_id, "complete", lease, &body)
+            .await
     }
 
     pub(crate) async fn fail_step(
@@ -69,15 +65,54 @@ impl KernelClient {
         step_id: &str,
         lease: &Lease,
         error: &Value,
+        captures: &Captures,
     ) -> Result<StepDecision> {
-        self.settle_step(
-            execution_id,
-            step_id,
-            "fail",
-            lease,
-            &json!({ "error": error }),
-        )
-        .await
+        let body = with_captures(json!({ "error": error }), captures);
+        self.settle_step(execution_id, step_id, "fail", lease, &body)
+            .await
+    }
+
+    /// Registers (or re-registers) a resource and returns the kernel's view of it.
+    pub(crate) async fn register_resource(
+        &self,
+        execution_id: &str,
+        lease: &Lease,
+        registration: &Value,
+    ) -> Result<ResourceView> {
+        let path = format!("/v0/executions/{}/resources", encode_segment(execution_id));
+        self.write(&path, encode(registration)?, lease, Replayable::Yes)
+            .await
+    }
+
+    /// Records where a resource is.
+    pub(crate) async fn bind_resource(
+        &self,
+        execution_id: &str,
+        key: &str,
+        lease: &Lease,
+        binding: &Value,
+    ) -> Result<()> {
+        let path = format!(
+            "/v0/executions/{}/resources/{}/binding",
+            encode_segment(execution_id),
+            encode_segment(key)
+        );
+        self.mutate(&path, encode(&json!({ "binding": binding }))?, lease)
+            .await
+    }
+
+    /// Publishes checkpoints taken outside a step outcome.
+    pub(crate) async fn publish_checkpoints(
+        &self,
+        execution_id: &str,
+        lease: &Lease,
+        captures: &Captures,
+    ) -> Result<()> {
+        let path = format!(
+            "/v0/executions/{}/resources/checkpoints",
+            encode_segment(execution_id)
+        );
+        self.mutate(&path, encode(captures)?, lease).await
     }
 
     async fn settle_step(
@@ -179,6 +214,16 @@ impl KernelClient {
         };
         self.send(call).await.map(drop)
     }
+}
+
+/// Adds `captures` and `capture_failures` to a step outcome body when there are any.
+fn with_captures(mut body: Value, captures: &Captures) -> Value {
+    if let (Value::Object(map), Ok(Value::Object(extra))) =
+        (&mut body, serde_json::to_value(captures))
+    {
+        map.extend(extra);
+    }
+    body
 }
 
 fn encode(value: &impl Serialize) -> Result<Bytes> {

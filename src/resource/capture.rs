@@ -1,0 +1,76 @@
+//! Taking checkpoints: due after a step, a baseline when nothing covers the start, and on
+//! completion.
+
+use crate::context::ExecutionContext;
+use crate::error::Result;
+use crate::wire::{Capture, CaptureFailure, Captures, ResourceGeneration};
+
+impl ExecutionContext {
+    /// Checkpoints each due resource; failures are reported, never raised.
+    pub(crate) async fn capture(&self, due: &[ResourceGeneration]) -> Captures {
+        let mut records = Captures::default();
+        for entry in due {
+            let outcome = match self.resource(&entry.key) {
+                Some(resource) => resource.checkpoint().await.map_err(|e| e.to_string()),
+                None => Err("resource() was not called in this dispatch".to_owned()),
+            };
+            match outcome {
+                Ok(checkpoint_ref) => {
+                    records.captures.push(Capture {
+                        key: entry.key.clone(),
+                        generation: entry.generation,
+                        checkpoint_ref,
+                    });
+                }
+                Err(error) => {
+                    tracing::warn!(key = entry.key.as_str(), %error, "checkpoint failed");
+                    records.capture_failures.push(CaptureFailure {
+                        key: entry.key.clone(),
+                        generation: entry.generation,
+                        error,
+                    });
+                }
+            }
+        }
+        records
+    }
+
+    /// Captures `due` and publishes the result outside any step outcome.
+    pub(crate) async fn publish_captures(&self, due: &[ResourceGeneration]) -> Result<()> {
+        let records = self.capture(due).await;
+        if records.is_empty() {
+            return Ok(());
+        }
+        self.kernel()
+            .publish_checkpoints(self.id(), self.lease(), &records)
+            .await
+            .map_err(|e| self.note(e))
+    }
+
+    /// On normal completion: captures every resource whose policy asks for it and that no
+    /// checkpoint covers. A failure leaves the resource uncovered and is only logged.
+    pub(crate) async fn checkpoint_on_completion(&self) -> Result<()> {
+        let resources = self.resources();
+        if resources.is_empty() {
+            return Ok(());
+        }
+        let _exclusive = self.exclusive_always().await;
+        let mut due = Vec::new();
+        for resource in resources {
+            let registration = resource.registration().to_json();
+            let view = self
+                .kernel()
+                .register_resource(self.id(), self.lease(), &registration)
+                .await
+                .map_err(|e| self.note(e))?;
+            if view.on_completion && !view.covered {
+                due.push(ResourceGeneration {
+                    key: view.key,
+                    generation: view.generation,
+                    due: true,
+                });
+            }
+        }
+        self.publish_captures(&due).await
+    }
+}
