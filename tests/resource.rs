@@ -5,79 +5,16 @@
 
 mod support;
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 
-use rebuno::resource::{CheckpointUnavailable, Checkpoints, ResourceDriver, resource};
-use rebuno::{BoxError, Client, HandlerError, define_tool, step};
+use rebuno::resource::{Checkpoints, resource};
+use rebuno::{Client, HandlerError, define_tool, step};
 use rebuno_devkernel::{AgentSpec, DevKernel};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use support::notebook::Shelf;
 use support::*;
-
-/// Notebooks kept in memory: live ones by id, snapshots by checkpoint ref.
-#[derive(Clone, Default)]
-struct Shelf {
-    live: Arc<Mutex<BTreeMap<u64, Notebook>>>,
-    snapshots: Arc<Mutex<BTreeMap<String, Vec<String>>>>,
-    created: Arc<AtomicUsize>,
-    opened: Arc<AtomicUsize>,
-}
-
-/// A handle: one notebook's lines.
-#[derive(Clone, Default)]
-struct Notebook(Arc<Mutex<Vec<String>>>);
-
-impl Notebook {
-    fn lines(&self) -> Vec<String> {
-        self.0.lock().unwrap().clone()
-    }
-}
-
-impl ResourceDriver for Shelf {
-    type Handle = Notebook;
-    type Binding = u64;
-
-    fn driver_id(&self) -> String {
-        "test.notebook.v1".into()
-    }
-
-    async fn create(&self, checkpoint: Option<&str>) -> Result<(Notebook, u64), BoxError> {
-        let lines = match checkpoint {
-            Some(reference) => self
-                .snapshots
-                .lock()
-                .unwrap()
-                .get(reference)
-                .cloned()
-                .ok_or_else(|| CheckpointUnavailable(reference.into()))?,
-            None => Vec::new(),
-        };
-        let id = self.created.fetch_add(1, Ordering::SeqCst) as u64;
-        let notebook = Notebook(Arc::new(Mutex::new(lines)));
-        self.live.lock().unwrap().insert(id, notebook.clone());
-        Ok((notebook, id))
-    }
-
-    async fn open(&self, binding: u64) -> Result<Notebook, BoxError> {
-        self.opened.fetch_add(1, Ordering::SeqCst);
-        Ok(self
-            .live
-            .lock()
-            .unwrap()
-            .get(&binding)
-            .cloned()
-            .ok_or("notebook gone")?)
-    }
-
-    async fn checkpoint(&self, handle: &Notebook) -> Result<String, BoxError> {
-        let mut snapshots = self.snapshots.lock().unwrap();
-        let reference = format!("snap-{}", snapshots.len());
-        snapshots.insert(reference.clone(), handle.lines());
-        Ok(reference)
-    }
-}
 
 #[derive(Serialize, Deserialize)]
 struct Line {

@@ -9,6 +9,8 @@
     clippy::disallowed_methods
 )]
 
+pub mod notebook;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
