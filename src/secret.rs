@@ -37,6 +37,14 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// Secrets deserialize from a JSON or YAML string (for configuration files). They never
+/// serialize.
+impl<'de> serde::Deserialize<'de> for Secret {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(Self::new)
+    }
+}
+
 impl From<&str> for Secret {
     fn from(value: &str) -> Self {
         Self::new(value)
@@ -46,5 +54,17 @@ impl From<&str> for Secret {
 impl From<String> for Secret {
     fn from(value: String) -> Self {
         Self::new(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Secret;
+
+    #[test]
+    fn secrets_deserialize_but_never_print() {
+        let secret: Secret = serde_json::from_str("\"s3cret-value\"").unwrap();
+        assert_eq!(secret.expose(), b"s3cret-value");
+        assert!(!format!("{secret:?}").contains("s3cret"));
     }
 }

@@ -61,7 +61,7 @@ pub enum DevKernelError {
 pub struct AgentSpec {
     pub(crate) id: String,
     pub(crate) webhook_url: String,
-    pub(crate) secret: String,
+    pub(crate) secret: rebuno::Secret,
     pub(crate) lease_timeout_seconds: Option<u64>,
     pub(crate) policy_yaml: Option<String>,
 }
@@ -76,7 +76,7 @@ impl AgentSpec {
         Self {
             id: id.into(),
             webhook_url: webhook_url.into(),
-            secret: secret.into(),
+            secret: rebuno::Secret::new(secret.into()),
             lease_timeout_seconds: None,
             policy_yaml: None,
         }
@@ -524,5 +524,16 @@ impl Drop for DevKernel {
         if Arc::strong_count(&self.server) == 1 {
             self.kernel.shutdown_token().cancel();
         }
+    }
+}
+
+#[cfg(test)]
+mod secret_tests {
+    use super::AgentSpec;
+
+    #[test]
+    fn agent_specs_never_print_their_secret() {
+        let spec = AgentSpec::new("a", "http://127.0.0.1:1/webhook", "s3cret-value");
+        assert!(!format!("{spec:?}").contains("s3cret-value"));
     }
 }

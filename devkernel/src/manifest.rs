@@ -41,13 +41,14 @@ pub enum ManifestError {
     },
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Deserialize)]
 struct RawManifest {
     #[serde(default)]
     agents: Vec<RawAgent>,
 }
 
-#[derive(Debug, Deserialize)]
+/// No `Debug`: it holds the secret in the clear.
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawAgent {
     id: String,
@@ -185,7 +186,7 @@ mod tests {
         let manifest = Manifest::parse(yaml, Path::new("."), env).unwrap();
         let spec = &manifest.agents[0];
         assert_eq!(spec.webhook_url, "http://127.0.0.1:5000/webhook");
-        assert_eq!(spec.secret, "");
+        assert!(spec.secret.is_empty());
         assert_eq!(spec.lease_timeout_seconds, Some(60));
         assert_eq!(spec.policy_yaml.as_deref(), Some("default_action: allow\n"));
     }

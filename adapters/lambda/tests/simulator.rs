@@ -2,24 +2,29 @@
 //! Lambda does once the runtime and every extension have asked for the next event.
 //!
 //! The function process is this test binary run again with `REBUNO_LAMBDA_TEST_ROLE` set: it
-//! executes only the ignored `function_process` test below. Set `REBUNO_LAMBDA_TEST_LOG=1` to
-//! see its output.
+//! executes only the ignored `function_process` test below, serving the agent that
+//! `REBUNO_LAMBDA_TEST_SCENARIO` names (see `support::Scenario`) and counting step bodies in the
+//! files under `REBUNO_LAMBDA_TEST_MARKERS`. Set `REBUNO_LAMBDA_TEST_LOG=1` to see its output.
 // Test code: panicking on a broken fixture is the point.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod support;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rebuno::Secret;
+use rebuno::rt::Deadline;
 use rebuno::signing::sign_webhook;
-use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel, Execution, ExecutionStatus};
+use rebuno_devkernel::{
+    AgentSpec, CreateExecution, DevKernel, Execution, ExecutionStatus, StepStatus,
+};
 use serde_json::{Value, json};
 use support::events::{self, FIXTURES};
 use support::gateway::{Delivery, Gateway};
 use support::harness::{FUNCTION_TIMEOUT, Function};
-use support::{AGENT_ID, Role, SECRET, SETTLE_MS};
+use support::markers::Markers;
+use support::{AGENT_ID, MAILER_POLICY, Role, SECRET, SETTLE_MS, STOPWATCH_STEP_MS, Scenario};
 
 /// Entry point of the function process; does nothing in a normal test run.
 #[test]
@@ -147,11 +152,37 @@ impl Stack {
         Self::connect(kernel, function, AGENT_ID).await
     }
 
+    /// The function serving `scenario` (counting step bodies in `markers`), its agent
+    /// registered as `spec` says.
+    async fn start_scenario(
+        scenario: Scenario,
+        markers: &Markers,
+        spec: impl FnOnce(AgentSpec) -> AgentSpec,
+    ) -> Self {
+        let kernel = DevKernel::start().await.expect("dev kernel starts");
+        let function = Function::start_scenario(scenario, &kernel.url(), markers.dir()).await;
+        Self::connect_with(kernel, function, scenario.agent_id(), spec).await
+    }
+
     /// Registers `agent_id` with the kernel, its webhook URL being a gateway to `function`.
     async fn connect(kernel: DevKernel, function: Function, agent_id: &str) -> Self {
+        Self::connect_with(kernel, function, agent_id, |spec| spec).await
+    }
+
+    /// The same, with the registration adjusted by `spec` (a policy, a lease).
+    async fn connect_with(
+        kernel: DevKernel,
+        function: Function,
+        agent_id: &str,
+        spec: impl FnOnce(AgentSpec) -> AgentSpec,
+    ) -> Self {
         let gateway = Gateway::start(Arc::clone(&function.lambda)).await;
         kernel
-            .register_agent(AgentSpec::new(agent_id, gateway.webhook_url(), SECRET))
+            .register_agent(spec(AgentSpec::new(
+                agent_id,
+                gateway.webhook_url(),
+                SECRET,
+            )))
             .expect("agent registers");
         Self {
             kernel,
@@ -318,6 +349,202 @@ async fn a_bare_spawn_is_frozen_mid_run() {
         delivery.ack_latency,
         delivery.answered.elapsed()
     );
+    stack.stop().await;
+}
+
+/// The function timeout of the first invocation in the deadline test: the deadline margin plus
+/// a window for starting steps that is shorter than the stopwatch's first step. That step starts
+/// in the window and is in flight when the margin begins; the step after it is refused.
+const SHORT_TIMEOUT: Duration = Deadline::DEFAULT_MARGIN.saturating_add(STEP_WINDOW);
+/// How long after the invocation starts new steps may still start (the step in flight aside).
+const STEP_WINDOW: Duration = Duration::from_secs(2);
+
+/// The counts of the step bodies named in `steps`.
+fn counts<const N: usize>(markers: &Markers, steps: [&str; N]) -> [usize; N] {
+    steps.map(|step| markers.count(step))
+}
+
+fn count_events(stack: &Stack, execution: &Execution, kind: &str) -> usize {
+    stack
+        .kernel
+        .events(execution.id)
+        .iter()
+        .filter(|event| event.kind == kind)
+        .count()
+}
+
+/// An invocation whose deadline comes mid-run records the step in flight, starts
+/// no other, and ends its dispatch without failing the execution (the hold is released before
+/// the deadline, so the sandbox freezes with nothing half done). The kernel re-delivers as a
+/// new invocation, which replays the recorded step and runs the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_cut_by_its_deadline_resumes_on_redelivery_with_nothing_run_twice() {
+    show_logs();
+    const _: () = assert!(STOPWATCH_STEP_MS > STEP_WINDOW.as_millis() as u64);
+    let markers = Markers::new("deadline");
+    let stack = Stack::start_scenario(Scenario::Stopwatch, &markers, |spec| spec).await;
+    let agent_id = Scenario::Stopwatch.agent_id();
+    stack.function.lambda.time_out_next(SHORT_TIMEOUT);
+
+    let (execution, first) = stack.dispatch_to(agent_id, json!({})).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert!(
+        stack.function.frozen(FUNCTION_TIMEOUT).await,
+        "the run yields and the sandbox freezes"
+    );
+    let frozen_after = first.received.elapsed();
+    // The freeze came from the run ending, not from the extension giving up at the deadline
+    // with the run still going.
+    assert!(
+        frozen_after < SHORT_TIMEOUT,
+        "the run let go before its deadline: frozen {frozen_after:?} after the webhook"
+    );
+    let midway = stack
+        .kernel
+        .execution(execution.id)
+        .expect("execution exists");
+    assert_eq!(
+        midway.status,
+        ExecutionStatus::Running,
+        "yielding does not fail the execution: {}",
+        midway.failure_reason
+    );
+    assert_eq!(
+        counts(&markers, ["fetch", "store"]),
+        [1, 0],
+        "the step in flight finished; the next was not started"
+    );
+    let steps: Vec<_> = stack
+        .kernel
+        .steps(execution.id)
+        .into_iter()
+        .map(|step| (step.target, step.status))
+        .collect();
+    assert_eq!(
+        steps,
+        [("fetch".to_owned(), StepStatus::Succeeded)],
+        "the step in flight recorded its outcome before the freeze"
+    );
+
+    // The lease would expire; the kernel re-delivers, through the gateway, as a new invocation
+    // with the full function timeout.
+    let attempt = stack
+        .kernel
+        .redeliver(execution.id)
+        .expect("the yielded dispatch is still in flight");
+    assert_eq!(attempt, 2);
+    let done = stack
+        .kernel
+        .wait_terminal(execution.id, FUNCTION_TIMEOUT)
+        .await
+        .expect("the re-delivery finishes the run");
+    let second = stack.gateway.delivery(2, FUNCTION_TIMEOUT).await;
+    assert_eq!(second.status, 200, "{}", second.body);
+    assert_ne!(first.request_id, second.request_id);
+    assert!(stack.function.frozen(FUNCTION_TIMEOUT).await);
+
+    assert_eq!(
+        done.status,
+        ExecutionStatus::Completed,
+        "{}",
+        done.failure_reason
+    );
+    assert_eq!(
+        done.output,
+        Some(json!({ "fetched": "fetched", "stored": "stored" }))
+    );
+    assert_eq!(
+        counts(&markers, ["fetch", "store"]),
+        [1, 1],
+        "fetch was replayed, not run again; store ran once"
+    );
+    assert_eq!(count_events(&stack, &execution, "dispatch.acked"), 2);
+    assert_eq!(stack.gateway.deliveries().len(), 2);
+    println!(
+        "deadline: first invocation ({SHORT_TIMEOUT:?} timeout) frozen {frozen_after:?} after \
+         its webhook; re-delivery answered in {:?}",
+        second.ack_latency
+    );
+    stack.stop().await;
+}
+
+/// A function timeout far longer than the suspension test can take: only the run ending
+/// releases the sandbox before it.
+const LONG_TIMEOUT: Duration = Duration::from_secs(300);
+/// The wide bound on how long a run that blocks may keep its sandbox (it takes milliseconds).
+const RELEASE_BOUND: Duration = Duration::from_secs(30);
+
+/// A run that blocks on an approval ends its dispatch, so the invocation lets the
+/// sandbox freeze at once instead of holding it (and billing) until the function times out.
+/// The grant re-dispatches the execution as a new invocation, which completes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_blocked_on_an_approval_releases_the_sandbox_at_once() {
+    show_logs();
+    let markers = Markers::new("approval");
+    let stack = Stack::start_scenario(Scenario::Mailer, &markers, |spec| {
+        spec.policy_yaml(MAILER_POLICY)
+    })
+    .await;
+    let agent_id = Scenario::Mailer.agent_id();
+    stack.function.lambda.time_out_next(LONG_TIMEOUT);
+
+    let (execution, first) = stack.dispatch_to(agent_id, json!({})).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let waiting = Instant::now();
+    assert!(
+        stack.function.frozen(RELEASE_BOUND).await,
+        "the blocked run released the sandbox (its timeout is {LONG_TIMEOUT:?})"
+    );
+    let held = first.answered.elapsed();
+    println!(
+        "approval: sandbox held {held:?} after the ack ({:?} of waiting for the freeze)",
+        waiting.elapsed()
+    );
+    let blocked = stack
+        .kernel
+        .execution(execution.id)
+        .expect("execution exists");
+    assert_eq!(blocked.status, ExecutionStatus::Blocked);
+    assert_eq!(
+        counts(&markers, ["draft", "send_email"]),
+        [1, 0],
+        "nothing is sent before the grant"
+    );
+
+    let pending: Vec<_> = stack
+        .kernel
+        .approvals()
+        .into_iter()
+        .filter(|approval| approval.execution_id == execution.id)
+        .collect();
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    stack.kernel.grant(pending[0].id).expect("grant");
+    let done = stack
+        .kernel
+        .wait_terminal(execution.id, FUNCTION_TIMEOUT)
+        .await
+        .expect("the re-dispatch finishes the run");
+    let second = stack.gateway.delivery(2, FUNCTION_TIMEOUT).await;
+    assert_eq!(second.status, 200, "{}", second.body);
+    assert_ne!(first.request_id, second.request_id);
+    assert!(stack.function.frozen(FUNCTION_TIMEOUT).await);
+
+    assert_eq!(
+        done.status,
+        ExecutionStatus::Completed,
+        "{}",
+        done.failure_reason
+    );
+    assert_eq!(done.output, Some(json!("sent to ops@example.com")));
+    assert_eq!(
+        counts(&markers, ["draft", "send_email"]),
+        [1, 1],
+        "draft was replayed; the email went out once, after the grant"
+    );
+    for kind in ["execution.blocked", "approval.granted", "execution.resumed"] {
+        assert_eq!(count_events(&stack, &execution, kind), 1, "{kind}");
+    }
+    assert_eq!(count_events(&stack, &execution, "dispatch.acked"), 2);
     stack.stop().await;
 }
 

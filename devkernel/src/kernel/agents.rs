@@ -21,7 +21,7 @@ const MIN_LEASE_SECONDS: u64 = 10;
 pub(crate) struct AgentRequest {
     pub(crate) id: String,
     pub(crate) webhook_url: String,
-    pub(crate) secret: String,
+    pub(crate) secret: Secret,
     #[serde(default)]
     pub(crate) lease_timeout_seconds: Option<i64>,
 }
@@ -74,7 +74,7 @@ impl Kernel {
         };
         self.store().put_agent(AgentRecord {
             agent: agent.clone(),
-            secret: Secret::new(request.secret),
+            secret: request.secret,
             policy,
         });
         tracing::info!(agent = %agent.id, "agent registered");

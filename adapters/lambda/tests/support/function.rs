@@ -9,7 +9,8 @@ use rebuno_lambda::BackgroundMode;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{AGENT_ID, Role, SETTLE_MS};
+use super::markers::mark;
+use super::{AGENT_ID, Role, SCENARIO_ENV, SETTLE_MS, STOPWATCH_STEP_MS, Scenario};
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Lookup {
@@ -23,7 +24,15 @@ struct Input {
 
 /// Runs the function until the simulator goes away.
 pub async fn serve(role: Role) {
-    let agent = agent();
+    let scenario = std::env::var(SCENARIO_ENV)
+        .ok()
+        .map_or(Some(Scenario::Lookup), |s| Scenario::parse(&s))
+        .expect("a known scenario");
+    let agent = match scenario {
+        Scenario::Lookup => agent(),
+        Scenario::Stopwatch => stopwatch(),
+        Scenario::Mailer => mailer(),
+    };
     let outcome = match role {
         Role::Extension => rebuno_lambda::run(agent).await.map_err(Into::into),
         Role::Inline => rebuno_lambda::run(agent)
@@ -66,6 +75,61 @@ async fn handle(lookup: &Tool<Lookup, String>, input: Input) -> Result<Value, Ha
     })
     .await?;
     Ok(json!({ "found": found, "settled_ms": settled }))
+}
+
+/// Two local steps; the first takes [`STOPWATCH_STEP_MS`], long enough that the second always
+/// starts within the deadline margin of a short invocation.
+fn stopwatch() -> Agent {
+    let agent = Agent::builder(Scenario::Stopwatch.agent_id())
+        .build()
+        .expect("REBUNO_URL and REBUNO_AGENT_SECRET are set by the test");
+    agent.bind(|_: Value| async {
+        let fetched: String = rebuno::step("fetch", || async {
+            mark("fetch");
+            tokio::time::sleep(Duration::from_millis(STOPWATCH_STEP_MS)).await;
+            Ok::<_, Infallible>("fetched".to_owned())
+        })
+        .await?;
+        let stored: String = rebuno::step("store", || async {
+            mark("store");
+            Ok::<_, Infallible>("stored".to_owned())
+        })
+        .await?;
+        Ok::<_, HandlerError>(json!({ "fetched": fetched, "stored": stored }))
+    });
+    agent
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Email {
+    to: String,
+}
+
+/// A local step, then `send_email`, which the test's policy holds for approval.
+fn mailer() -> Agent {
+    let agent = Agent::builder(Scenario::Mailer.agent_id())
+        .build()
+        .expect("REBUNO_URL and REBUNO_AGENT_SECRET are set by the test");
+    let send = rebuno::define_tool("send_email")
+        .description("Sends the report")
+        .idempotency(rebuno::Idempotency::AtMostOnce)
+        .execute(|email: Email| async move {
+            mark("send_email");
+            Ok::<_, Infallible>(format!("sent to {}", email.to))
+        });
+    agent.bind(move |_: Value| {
+        let send = send.clone();
+        async move {
+            let to: String = rebuno::step("draft", || async {
+                mark("draft");
+                Ok::<_, Infallible>("ops@example.com".to_owned())
+            })
+            .await?;
+            let sent = send.call(Email { to }).await?;
+            Ok::<_, HandlerError>(json!(sent))
+        }
+    });
+    agent
 }
 
 /// The naive host: lambda_http straight onto `agent.fetch`, whose run is a bare

@@ -1,14 +1,16 @@
 //! The simulator with the function process in it.
 
+use std::collections::VecDeque;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lambda_simulator::process::{ManagedProcess, ProcessConfig, ProcessRole};
-use lambda_simulator::{FreezeMode, Simulator, SimulatorPhase};
+use lambda_simulator::{FreezeMode, InvocationBuilder, Simulator, SimulatorPhase};
 use serde_json::Value;
 use tokio::sync::Mutex;
 
-use super::{ROLE_ENV, Role, SECRET, events};
+use super::{MARKERS_ENV, ROLE_ENV, Role, SCENARIO_ENV, SECRET, Scenario, events};
 
 /// How long a sandbox may stay busy (the simulated function timeout).
 pub const FUNCTION_TIMEOUT: Duration = Duration::from_secs(30);
@@ -27,6 +29,8 @@ pub struct Lambda {
     pub sim: Simulator,
     /// Whether an invocation has run (then the next waits for the sandbox to be released).
     busy_before: Mutex<bool>,
+    /// Function timeouts for the next invocations, in order; [`FUNCTION_TIMEOUT`] after them.
+    timeouts: std::sync::Mutex<VecDeque<Duration>>,
 }
 
 /// The outcome of one invocation.
@@ -48,6 +52,15 @@ impl Function {
     /// is ready for invocations (and its extension registered, when it has one).
     pub async fn start(role: Role, kernel_url: &str) -> Self {
         Self::start_process(test_binary(role, kernel_url), role == Role::Extension).await
+    }
+
+    /// The function serving `scenario` with the internal extension, counting step bodies in
+    /// `markers` (a directory from [`Markers`](super::markers::Markers)).
+    pub async fn start_scenario(scenario: Scenario, kernel_url: &str, markers: &Path) -> Self {
+        let config = test_binary(Role::Extension, kernel_url)
+            .env(SCENARIO_ENV, scenario.as_str())
+            .env(MARKERS_ENV, markers.to_string_lossy());
+        Self::start_process(config, true).await
     }
 
     /// The same with a packaged `bootstrap` (the example's), using the internal extension.
@@ -85,6 +98,7 @@ impl Function {
         let lambda = Arc::new(Lambda {
             sim,
             busy_before: Mutex::new(false),
+            timeouts: std::sync::Mutex::new(VecDeque::new()),
         });
         Self {
             lambda,
@@ -112,6 +126,13 @@ impl Function {
 }
 
 impl Lambda {
+    /// Gives the next invocation not yet given one a function timeout of `timeout` instead
+    /// of [`FUNCTION_TIMEOUT`]: its deadline (`Lambda-Runtime-Deadline-Ms`, the extension's
+    /// `deadlineMs`) is that long after it is enqueued.
+    pub fn time_out_next(&self, timeout: Duration) {
+        self.timeouts.lock().unwrap().push_back(timeout);
+    }
+
     /// Invokes the function with `event`. Like Lambda, a sandbox takes the next invocation
     /// only once the previous one is over (it froze); the simulator does not enforce that.
     pub async fn invoke(&self, event: Value) -> Invoked {
@@ -123,8 +144,19 @@ impl Lambda {
                 .expect("the previous invocation releases the sandbox");
         }
         *busy_before = true;
+        let timeout = self
+            .timeouts
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or(FUNCTION_TIMEOUT);
+        let invocation = InvocationBuilder::new()
+            .payload(event)
+            .timeout_ms(u64::try_from(timeout.as_millis()).expect("a timeout in range"))
+            .build()
+            .expect("an invocation with a payload");
         let enqueued = Instant::now();
-        let request_id = self.sim.enqueue_payload(event).await;
+        let request_id = self.sim.enqueue(invocation).await;
         let state = self
             .sim
             .wait_for_invocation_complete(&request_id, FUNCTION_TIMEOUT)

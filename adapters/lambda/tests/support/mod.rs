@@ -7,9 +7,15 @@ pub mod events;
 pub mod function;
 pub mod gateway;
 pub mod harness;
+pub mod markers;
 
 /// Tells the re-executed test binary which function to run (see `function_process`).
 pub const ROLE_ENV: &str = "REBUNO_LAMBDA_TEST_ROLE";
+/// Tells the function process which agent to serve (see [`Scenario`]); unset means
+/// [`Scenario::Lookup`].
+pub const SCENARIO_ENV: &str = "REBUNO_LAMBDA_TEST_SCENARIO";
+/// The directory where the function process counts step bodies (see [`markers`]).
+pub const MARKERS_ENV: &str = "REBUNO_LAMBDA_TEST_MARKERS";
 /// The agent id the function serves.
 pub const AGENT_ID: &str = "lambda-agent";
 /// The shared webhook secret.
@@ -42,5 +48,57 @@ impl Role {
         [Self::Extension, Self::Inline, Self::Detached]
             .into_iter()
             .find(|r| r.as_str() == role)
+    }
+}
+
+/// Which agent the function process serves. [`Scenario::Lookup`] runs under any [`Role`];
+/// the others under [`Role::Extension`], with a marker directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scenario {
+    /// [`AGENT_ID`]: a tool, then a local step that takes [`SETTLE_MS`].
+    Lookup,
+    /// `stopwatch`: a local step that takes [`STOPWATCH_STEP_MS`], then a second one; each
+    /// body leaves a marker.
+    Stopwatch,
+    /// `mailer`: a local step, then the `send_email` tool (held for approval by
+    /// [`MAILER_POLICY`]); each body leaves a marker.
+    Mailer,
+}
+
+/// How long the stopwatch's first step takes: longer than the window its invocation leaves
+/// for starting steps, so the step after it always falls inside the deadline margin.
+pub const STOPWATCH_STEP_MS: u64 = 2_500;
+
+/// The policy that holds the mailer's `send_email` for a human.
+pub const MAILER_POLICY: &str = r#"
+default_action: allow
+rules:
+  - id: mail-needs-a-human
+    when: { target: send_email }
+    then: { decision: require_approval }
+"#;
+
+impl Scenario {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Lookup => "lookup",
+            Self::Stopwatch => "stopwatch",
+            Self::Mailer => "mailer",
+        }
+    }
+
+    pub fn parse(scenario: &str) -> Option<Self> {
+        [Self::Lookup, Self::Stopwatch, Self::Mailer]
+            .into_iter()
+            .find(|s| s.as_str() == scenario)
+    }
+
+    /// The agent id it serves.
+    pub fn agent_id(self) -> &'static str {
+        match self {
+            Self::Lookup => AGENT_ID,
+            Self::Stopwatch => "stopwatch",
+            Self::Mailer => "mailer",
+        }
     }
 }
