@@ -5,6 +5,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, StatusCode};
@@ -67,13 +68,15 @@ fn spawn_held(holds: &Holds, task: Task, request_id: Option<&str>) {
 pub(crate) struct Handler {
     agent: Agent,
     continuation: Continuation,
+    deadline_margin: Duration,
 }
 
 impl Handler {
-    pub(crate) fn new(agent: Agent, continuation: Continuation) -> Self {
+    pub(crate) fn new(agent: Agent, continuation: Continuation, deadline_margin: Duration) -> Self {
         Self {
             agent,
             continuation,
+            deadline_margin,
         }
     }
 
@@ -85,7 +88,8 @@ impl Handler {
         let request_id = context.map(|context| context.request_id.clone());
         // The run yields before its next step near the invocation's deadline (Lambda freezes
         // the sandbox there); the kernel re-delivers and the next invocation replays.
-        let deadline = context.map(|context| Deadline::at_unix_millis(context.deadline));
+        let deadline = context
+            .map(|context| Deadline::at_unix_millis(context.deadline).margin(self.deadline_margin));
         let mut request = to_bytes_request(request);
         if let Some(deadline) = deadline {
             request.extensions_mut().insert(deadline);

@@ -33,11 +33,12 @@
 //!
 //! * The **function timeout** bounds each dispatch's run (at most 15 minutes), and you are
 //!   billed until the run ends. The adapter hands the invocation's deadline to the run as a
-//!   [`rebuno::rt::Deadline`]: from 5 s before it, the run starts no new step, lets the step in
+//!   [`rebuno::rt::Deadline`]: from 5 s before it ([`Run::deadline_margin`] changes that), the
+//!   run starts no new step, lets the step in
 //!   flight record its outcome, and ends the dispatch without failing the execution. The kernel
 //!   re-delivers once the lease expires, so register Lambda agents with a short
 //!   `lease_timeout_seconds` (at least 10), and the next invocation replays what was recorded.
-//!   A single step must fit in the 5 s margin to be recorded before the freeze.
+//!   A single step must fit in the margin to be recorded before the freeze.
 //! * Resource checkpoints taken on completion run inside the same held continuation, so a
 //!   driver's `checkpoint` must finish within the function timeout too.
 //! * While a run holds its sandbox, new webhooks go to other sandboxes (Lambda scales out).
@@ -61,6 +62,7 @@ mod layer;
 
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
+use std::time::Duration;
 
 use lambda_runtime::tower::Service;
 use lambda_runtime::{LambdaInvocation, Runtime};
@@ -112,6 +114,7 @@ pub fn run(agent: Agent) -> Run {
         agent,
         mode: BackgroundMode::default(),
         extension_name: DEFAULT_EXTENSION_NAME.to_owned(),
+        deadline_margin: rebuno::rt::Deadline::DEFAULT_MARGIN,
     }
 }
 
@@ -129,6 +132,7 @@ pub struct Run {
     agent: Agent,
     mode: BackgroundMode,
     extension_name: String,
+    deadline_margin: Duration,
 }
 
 impl Run {
@@ -145,10 +149,22 @@ impl Run {
         self
     }
 
+    /// How long before the invocation's deadline the run stops starting new steps (default
+    /// 5 s). Make it longer than your longest step (an LLM call can take a minute) so the step
+    /// in flight can record its outcome before Lambda freezes the sandbox.
+    pub fn deadline_margin(mut self, margin: Duration) -> Self {
+        self.deadline_margin = margin;
+        self
+    }
+
     async fn start(self) -> Result<(), Error> {
         check_environment(|name| std::env::var(name).ok())?;
         let holds = Holds::default();
-        let handler = Handler::new(self.agent, Continuation::new(self.mode, &holds));
+        let handler = Handler::new(
+            self.agent,
+            Continuation::new(self.mode, &holds),
+            self.deadline_margin,
+        );
         let runtime =
             lambda_http::runtime(handler).layer(lambda_runtime::layers::TracingLayer::new());
         tracing::info!(mode = ?self.mode, "starting the rebuno Lambda handler");
