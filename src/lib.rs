@@ -1,5 +1,7 @@
 #![doc = include_str!("../docs/crate.md")]
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// On wasm32 `MaybeSend` is empty, so shared state is deliberately not Send there.
+#![cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
 
 mod agent;
 mod body;
@@ -8,6 +10,7 @@ mod config;
 mod context;
 mod error;
 pub mod kernel;
+pub mod mcp;
 mod refusal;
 pub mod resource;
 pub mod rt;

@@ -48,7 +48,7 @@ use crate::rt::{MaybeSend, MaybeSync, Runtime, Spawner};
 /// let agent = rebuno::Agent::builder("hello").secret("dev-secret").base_url("http://127.0.0.1:8080").build()?;
 /// agent.bind(|input: Input| async move { Ok::<_, rebuno::HandlerError>(format!("hello, {}", input.name)) });
 /// // Serve it: `rebuno_hyper::serve(listener, agent)`, `rebuno_lambda::run(agent)`,
-/// // `rebuno_workers::fetch(&agent, req, ctx)`, or as a tower Service behind any router.
+/// // `rebuno_workers::fetch(&agent, req, &env, &ctx)`, or as a tower Service behind any router.
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]

@@ -9,7 +9,8 @@ use super::transport::{Transport, TransportError, TransportErrorKind, TransportF
 /// Sends kernel requests with a shared `reqwest::Client`.
 ///
 /// On native targets it needs a Tokio runtime at call time and never follows redirects. On wasm32
-/// it uses the host's `fetch`.
+/// it uses the host's `fetch`, which follows redirects; on Cloudflare Workers prefer
+/// `rebuno_workers::FetchTransport`, which does not and is smaller.
 #[derive(Debug, Clone)]
 pub struct ReqwestTransport {
     client: reqwest::Client,

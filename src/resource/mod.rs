@@ -14,6 +14,9 @@
 
 mod capture;
 mod driver;
+#[cfg(all(any(feature = "dir", feature = "sqlite"), not(target_arch = "wasm32")))]
+#[cfg_attr(docsrs, doc(cfg(any(feature = "dir", feature = "sqlite"))))]
+pub mod drivers;
 mod live;
 
 use std::sync::Arc;

@@ -1,0 +1,95 @@
+//! Run a [`rebuno::Agent`] on Cloudflare Workers (`wasm32-unknown-unknown`).
+//!
+//! ```ignore
+//! use std::cell::OnceCell;
+//!
+//! use rebuno::{Agent, Body, HandlerError};
+//! use worker::{Context, Env, HttpRequest, event};
+//!
+//! thread_local! {
+//!     // One agent per isolate: it remembers which executions this isolate is running.
+//!     static AGENT: OnceCell<Agent> = const { OnceCell::new() };
+//! }
+//!
+//! fn agent(env: &Env) -> rebuno::Result<Agent> {
+//!     if let Some(agent) = AGENT.with(|cell| cell.get().cloned()) {
+//!         return Ok(agent);
+//!     }
+//!     // REBUNO_URL (a var) and REBUNO_AGENT_SECRET (a secret) come from the Worker's bindings.
+//!     let agent = rebuno_workers::agent_from_env("hello", env)?;
+//!     agent.bind(|name: String| async move { Ok::<_, HandlerError>(format!("hello, {name}")) });
+//!     AGENT.with(|cell| cell.set(agent.clone()).ok());
+//!     Ok(agent)
+//! }
+//!
+//! #[event(fetch)]
+//! async fn fetch(req: HttpRequest, env: Env, ctx: Context) -> worker::Result<http::Response<Body>> {
+//!     let agent = agent(&env).map_err(|e| worker::Error::RustError(e.to_string()))?;
+//!     rebuno_workers::fetch(&agent, req, &env, &ctx).await
+//! }
+//! ```
+//!
+//! [`fetch`] verifies the kernel's signed webhook and answers `200` at once; the acknowledged
+//! run goes to **`ctx.wait_until`**, so the Workers runtime keeps the isolate working on it after
+//! the response. `GET` and `HEAD` answer `200 ok` (health checks); a bad signature gets `401`.
+//!
+//! # The 30-second limit and deadlines
+//!
+//! Cloudflare cancels `waitUntil` work about 30 s after the response. Each acknowledged run
+//! gets a [`Deadline`](rebuno::rt::Deadline) of *request time + 30 s* with a **10 s margin**
+//! ([`Limits`]): the run starts no new step in the last 10 s, ends the dispatch quietly after
+//! the step in flight, and the kernel re-delivers it when the lease expires. The next dispatch
+//! replays every recorded step (nothing runs twice) and continues, so a long execution proceeds
+//! in slices of about 20 s.
+//!
+//! | setting | default | override |
+//! |---|---|---|
+//! | wait-until budget | 30 s | [`Limits::wait_until`], var `REBUNO_WAIT_UNTIL_SECONDS` |
+//! | deadline margin | 10 s | [`Limits::margin`], var `REBUNO_DEADLINE_MARGIN_SECONDS` |
+//!
+//! Set the margin above your slowest single step (an LLM call): a step cut off by the
+//! platform runs again on the re-delivery. Register Workers agents with a short
+//! `lease_timeout_seconds` (10–30 s), so a yielded run is re-delivered soon; the lease is
+//! renewed every third of it while the run is alive.
+//!
+//! # Runtime and transport
+//!
+//! [`agent_from_env`] builds the agent on [`runtime()`] ([`worker::Delay`] for sleeps,
+//! `Date.now()` for the clock) and [`FetchTransport`] (the Workers `fetch`, not reqwest: smaller,
+//! no redirects, aborts on timeout). Use [`agent_builder`] to set anything else first.
+//!
+//! # Targets
+//!
+//! Everything here is for `wasm32-unknown-unknown`. On other targets the crate only has
+//! [`Limits`] and the variable names, so host builds of a workspace that contains it still work.
+//!
+//! # Deploying
+//!
+//! Build with `worker-build --release` and deploy with `wrangler deploy`; set the kernel's
+//! `webhook_url` for the agent to the Worker's URL. See `deploy/workers/README.md` in the
+//! repository.
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
+// The Workers items the docs link to exist only on wasm32.
+#![cfg_attr(not(target_arch = "wasm32"), allow(rustdoc::broken_intra_doc_links))]
+
+mod limits;
+#[cfg(target_arch = "wasm32")]
+mod rt;
+#[cfg(target_arch = "wasm32")]
+mod serve;
+#[cfg(target_arch = "wasm32")]
+mod transport;
+
+pub use crate::limits::{Limits, MARGIN_VAR, WAIT_UNTIL_VAR};
+#[cfg(target_arch = "wasm32")]
+pub use crate::rt::{DateClock, LocalSpawn, WorkersSleep, runtime};
+#[cfg(target_arch = "wasm32")]
+pub use crate::serve::{agent_builder, agent_from_env, fetch, fetch_with};
+#[cfg(target_arch = "wasm32")]
+pub use crate::transport::FetchTransport;
+
+/// The Worker variable holding the kernel's URL.
+pub const URL_VAR: &str = "REBUNO_URL";
+/// The Worker secret holding the agent's webhook secret.
+pub const SECRET_VAR: &str = "REBUNO_AGENT_SECRET";

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# End-to-end test of rebuno-workers in workerd (Miniflare) against the rebuno dev kernel.
+#
+#   tests/workers/run.sh            # from anywhere; honours CARGO_TARGET_DIR
+#
+# 1. installs the pinned toolchain when missing (worker-build 0.8.7, wasm-bindgen-cli 0.2.130,
+#    the wasm32 target: about 7 min on a fresh 2-core machine; skipped when present),
+# 2. npm ci (wrangler 4.86.0, miniflare, binaryen 132.0.0 from package-lock.json),
+# 3. builds rebuno-dev and the example Worker with worker-build (nothing fetched from GitHub),
+# 4. runs test.mjs, which prints the wasm size and closes with "N passed, M failed".
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
+cargo_bin="${CARGO_HOME:-$HOME/.cargo}/bin"
+export PATH="$cargo_bin:$PATH"
+
+step() { printf '==> %s\n' "$*" >&2; }
+
+has_version() { # has_version <command> <version>
+  command -v "$1" >/dev/null 2>&1 && "$1" --version 2>/dev/null | grep -qF "$2"
+}
+
+install_toolchain() {
+  if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+    step "rustup target add wasm32-unknown-unknown"
+    rustup target add wasm32-unknown-unknown
+  fi
+  if ! has_version worker-build 0.8.7; then
+    step "cargo install worker-build 0.8.7"
+    cargo install worker-build --version 0.8.7 --locked
+  fi
+  if ! has_version wasm-bindgen 0.2.130; then
+    # Not --locked: its lockfile pins a webpki-roots version missing from some registries.
+    step "cargo install wasm-bindgen-cli 0.2.130"
+    cargo install wasm-bindgen-cli --version 0.2.130
+  fi
+}
+
+build() {
+  step "npm ci"
+  (cd "$here" && npm ci --no-audit --no-fund --loglevel=error)
+  step "cargo build rebuno-dev"
+  (cd "$root" && cargo build --quiet -p rebuno-devkernel --bin rebuno-dev)
+  step "worker-build --release (examples/workers)"
+  # Local tools instead of worker-build's downloads from GitHub; size settings via the
+  # environment so the workspace's release profile stays as it is.
+  (
+    cd "$root/examples/workers"
+    WASM_BINDGEN_BIN="$(command -v wasm-bindgen)" \
+      WASM_OPT_BIN="$here/node_modules/.bin/wasm-opt" \
+      ESBUILD_BIN="$here/node_modules/.bin/esbuild" \
+      CARGO_PROFILE_RELEASE_OPT_LEVEL=z \
+      CARGO_PROFILE_RELEASE_LTO=true \
+      CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
+      worker-build --release
+  )
+}
+
+install_toolchain
+build
+step "node test.mjs"
+cd "$here"
+REBUNO_DEV_BIN="$CARGO_TARGET_DIR/debug/rebuno-dev" \
+  WORKER_BUILD_DIR="$root/examples/workers/build" \
+  node test.mjs

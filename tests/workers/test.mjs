@@ -1,0 +1,254 @@
+// End-to-end test of rebuno-workers in a real Workers runtime (workerd through Miniflare's API)
+// against the rebuno dev kernel, all on loopback. Run through ./run.sh, which builds everything.
+//
+//   REBUNO_DEV_BIN=path/to/rebuno-dev WORKER_BUILD_DIR=../../examples/workers/build node test.mjs
+//
+// The kernel delivers webhooks to a small Node proxy that forwards them to the Worker and times
+// each acknowledgement. Prints one line per test and closes with "N passed, M failed".
+
+import { spawn } from "node:child_process";
+import { createHmac } from "node:crypto";
+import { mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { gzipSync } from "node:zlib";
+import { Log, LogLevel, Miniflare } from "miniflare";
+
+const AGENT = "workers-example";
+const SECRET = "workers-e2e-secret";
+const BUILD = resolve(process.env.WORKER_BUILD_DIR ?? "../../examples/workers/build");
+const DEV_BIN = process.env.REBUNO_DEV_BIN;
+// Short limits so a deadline is reachable in a test: a 6 s budget, no new step in the last 3 s.
+const LIMITS = { REBUNO_WAIT_UNTIL_SECONDS: "6", REBUNO_DEADLINE_MARGIN_SECONDS: "3" };
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** A free loopback port. */
+function freePort() {
+  return new Promise((ok, fail) => {
+    const server = createServer();
+    server.once("error", fail);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => ok(port));
+    });
+  });
+}
+
+/** Starts rebuno-dev with one agent whose webhook is `webhookUrl`. */
+async function startKernel(webhookUrl) {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), "rebuno-workers-"));
+  const manifest = join(dir, "manifest.yaml");
+  writeFileSync(
+    manifest,
+    `agents:\n  - id: ${AGENT}\n    webhook_url: ${webhookUrl}\n    secret: ${SECRET}\n    lease_timeout_seconds: 10\n`,
+  );
+  const child = spawn(DEV_BIN, ["--config", manifest, "--addr", `127.0.0.1:${port}`], {
+    stdio: ["ignore", "ignore", "pipe"],
+    env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "warn" },
+  });
+  child.stderr.on("data", (chunk) => process.stderr.write(`[kernel] ${chunk}`));
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 200; i++) {
+    try {
+      if ((await fetch(`${url}/v0/health`)).ok) return { url, child };
+    } catch {}
+    await sleep(50);
+  }
+  child.kill();
+  throw new Error("dev kernel did not start");
+}
+
+/** A proxy in front of the Worker that records every delivery: status and ack time. */
+async function startProxy(target) {
+  const deliveries = [];
+  const server = createServer(async (req, res) => {
+    const chunks = [];
+    for await (const chunk of req) chunks.push(chunk);
+    const body = Buffer.concat(chunks);
+    const started = performance.now();
+    const headers = Object.fromEntries(
+      Object.entries(req.headers).filter(([k]) => !["host", "connection", "content-length"].includes(k)),
+    );
+    const response = await fetch(new URL(req.url, target), { method: req.method, headers, body });
+    const text = await response.text();
+    const ms = performance.now() - started;
+    deliveries.push({ status: response.status, ms, body: body.toString() });
+    res.writeHead(response.status, { "content-type": response.headers.get("content-type") ?? "text/plain" });
+    res.end(text);
+  });
+  const port = await freePort();
+  await new Promise((ok) => server.listen(port, "127.0.0.1", ok));
+  return { url: `http://127.0.0.1:${port}/webhook`, deliveries, server };
+}
+
+async function kernelJson(kernel, path, init) {
+  const response = await fetch(`${kernel.url}${path}`, {
+    ...init,
+    headers: { "content-type": "application/json" },
+  });
+  const text = await response.text();
+  if (!response.ok) throw new Error(`${path}: ${response.status} ${text}`);
+  return text ? JSON.parse(text) : null;
+}
+
+const createExecution = (kernel, input) =>
+  kernelJson(kernel, "/v0/executions", { method: "POST", body: JSON.stringify({ agent_id: AGENT, input }) });
+const execution = (kernel, id) => kernelJson(kernel, `/v0/executions/${id}`);
+async function events(kernel, id) {
+  const body = await kernelJson(kernel, `/v0/executions/${id}/events`);
+  return Array.isArray(body) ? body : (body.events ?? body.items ?? []);
+}
+
+async function waitTerminal(kernel, id, timeoutMs) {
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until) {
+    const exec = await execution(kernel, id);
+    if (["completed", "failed", "cancelled"].includes(exec.status)) return exec;
+    await sleep(100);
+  }
+  throw new Error(`execution ${id} did not finish in ${timeoutMs} ms`);
+}
+
+function assert(condition, message) {
+  if (!condition) throw new Error(message);
+}
+
+/** How many times each step started live (not replayed), by step name or tool id. */
+function liveSteps(log) {
+  const counts = {};
+  for (const event of log.filter((e) => (e.type ?? e.kind) === "step.executing")) {
+    const p = event.payload ?? {};
+    const name = p.target ?? p.name ?? p.tool_id ?? p.step_name ?? JSON.stringify(p);
+    counts[name] = (counts[name] ?? 0) + 1;
+  }
+  return counts;
+}
+
+const tests = [
+  [
+    "a signed dispatch gets 200 at once and the execution completes",
+    async ({ kernel, proxy }) => {
+      const created = await createExecution(kernel, { text: "durable agents on cloudflare workers", work_ms: 1000 });
+      const done = await waitTerminal(kernel, created.id, 20_000);
+      assert(done.status === "completed", `status ${done.status}: ${JSON.stringify(done)}`);
+      assert(done.output?.words === 5 && done.output?.longest === "cloudflare", `output ${JSON.stringify(done.output)}`);
+      const mine = proxy.deliveries.filter((d) => d.body.includes(created.id));
+      assert(mine.length === 1, `${mine.length} deliveries`);
+      assert(mine[0].status === 200, `ack status ${mine[0].status}`);
+      assert(mine[0].ms < 1000, `ack took ${mine[0].ms} ms, the run takes over 1000 ms`);
+      return `ack ${mine[0].ms.toFixed(1)} ms (run ≥ 1000 ms)`;
+    },
+  ],
+  [
+    "a bad signature gets 401",
+    async ({ proxy }) => {
+      const body = JSON.stringify({
+        execution_id: "0192f1a0-0000-7000-8000-000000000000",
+        dispatch_id: "01920000-0000-7000-8000-000000000001",
+        dispatch_attempt: 1,
+        lease_timeout_seconds: 10,
+      });
+      const wrong = createHmac("sha256", "not-the-secret").update(body).digest("hex");
+      const bad = await fetch(proxy.url, { method: "POST", body, headers: { "Rebuno-Signature": `sha256=${wrong}` } });
+      const missing = await fetch(proxy.url, { method: "POST", body });
+      assert(bad.status === 401, `bad signature: ${bad.status}`);
+      assert(missing.status === 401, `missing signature: ${missing.status}`);
+      return "401 for a wrong and a missing signature";
+    },
+  ],
+  [
+    "a run past its deadline margin yields and resumes on re-delivery, nothing run twice",
+    async ({ kernel, proxy }) => {
+      // tool at ~0 s, `work` runs 0.1–3.6 s; `checked_at` would start at 3.6 s > 6 s − 3 s margin.
+      const created = await createExecution(kernel, { text: "slow and steady", work_ms: 3500 });
+      await sleep(5000);
+      const midway = await execution(kernel, created.id);
+      assert(midway.status === "running", `midway status ${midway.status}`);
+      const done = await waitTerminal(kernel, created.id, 40_000);
+      assert(done.status === "completed", `status ${done.status}: ${JSON.stringify(done)}`);
+      assert(done.output?.worked_ms === 3500, `output ${JSON.stringify(done.output)}`);
+      const mine = proxy.deliveries.filter((d) => d.body.includes(created.id));
+      assert(mine.length === 2 && mine.every((d) => d.status === 200), `deliveries ${JSON.stringify(mine)}`);
+      const log = await events(kernel, created.id);
+      const acked = log.filter((e) => (e.type ?? e.kind) === "dispatch.acked").length;
+      assert(acked === 2, `${acked} dispatch.acked events`);
+      const live = liveSteps(log);
+      const counts = Object.values(live);
+      assert(counts.length === 3 && counts.every((n) => n === 1), `live steps ${JSON.stringify(live)}`);
+      const acks = mine.map((d) => `${d.ms.toFixed(1)} ms`).join(", ");
+      return `2 deliveries (acks ${acks}), each step ran live once: ${JSON.stringify(live)}`;
+    },
+  ],
+];
+
+function sizes() {
+  const wasm = readFileSync(join(BUILD, "index_bg.wasm"));
+  const gzip = gzipSync(wasm, { level: 9 }).length;
+  const js = statSync(join(BUILD, "index.js")).size;
+  return { raw: wasm.length, gzip, js };
+}
+
+async function main() {
+  if (!DEV_BIN) throw new Error("set REBUNO_DEV_BIN to the rebuno-dev binary");
+  const { raw, gzip, js } = sizes();
+  console.log(`wasm size: ${raw} bytes raw, ${gzip} bytes gzipped (-9); JS glue ${js} bytes`);
+  const cleanup = [];
+  try {
+    const workerPort = await freePort();
+    const proxy = await startProxy(`http://127.0.0.1:${workerPort}`);
+    cleanup.push(() => proxy.server.close());
+    const kernel = await startKernel(proxy.url);
+    cleanup.push(() => kernel.child.kill());
+    const mf = new Miniflare({
+      host: "127.0.0.1",
+      port: workerPort,
+      modules: true,
+      modulesRoot: BUILD,
+      scriptPath: join(BUILD, "index.js"),
+      modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
+      compatibilityDate: "2026-04-01",
+      cf: false, // no fetch of the Request.cf object from workers.cloudflare.com
+      bindings: { REBUNO_URL: kernel.url, REBUNO_AGENT_SECRET: SECRET, REBUNO_AGENT_ID: AGENT, ...LIMITS },
+      log: new Log(process.env.MINIFLARE_DEBUG ? LogLevel.DEBUG : LogLevel.WARN),
+    });
+    cleanup.push(() => mf.dispose());
+    const started = performance.now();
+    const ready = await mf.ready;
+    console.log(`workerd ready at ${ready} in ${(performance.now() - started).toFixed(0)} ms`);
+    const { passed, failed } = await runAll({ kernel, proxy, mf });
+    console.log(`wasm ${raw} B raw, ${gzip} B gzip (limit 1000000 B gzip)`);
+    console.log(`${passed} passed, ${failed} failed`);
+    return failed === 0 && gzip < 1_000_000;
+  } finally {
+    for (const step of cleanup.reverse()) await step();
+  }
+}
+
+async function runAll(context) {
+  let passed = 0;
+  let failed = 0;
+  for (const [name, run] of tests) {
+    const started = performance.now();
+    try {
+      const note = await run(context);
+      passed++;
+      console.log(`ok - ${name}: ${note} (${((performance.now() - started) / 1000).toFixed(1)} s)`);
+    } catch (error) {
+      failed++;
+      console.log(`FAIL - ${name}: ${error.message}`);
+    }
+  }
+  return { passed, failed };
+}
+
+main().then(
+  (ok) => process.exit(ok ? 0 : 1),
+  (error) => {
+    console.error(error);
+    console.log("0 passed, 1 failed");
+    process.exit(1);
+  },
+);
