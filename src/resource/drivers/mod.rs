@@ -16,6 +16,10 @@
 //!   snapshots/.partial-*        checkpoints in progress, or left behind by a crash
 //! ```
 //!
+//! Nothing is ever deleted by the drivers: remove old workspaces, databases and snapshots
+//! (and `.partial-*` leftovers, when no checkpoint is running) with your own retention policy.
+//! A fork whose snapshot was removed fails with [`CheckpointUnavailable`].
+//!
 //! A checkpoint is written to a `.partial-*` name, synced to disk, then renamed into place in
 //! one atomic step, so a crash never leaves a snapshot that looks complete. Its reference is the
 //! SHA-256 of its contents: identical states share one snapshot, and concurrent checkpoints
@@ -37,11 +41,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 #[cfg(feature = "dir")]
+#[cfg_attr(docsrs, doc(cfg(feature = "dir")))]
 pub use self::dir::{DirectoryWorkspace, Workspace};
 #[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use self::sqlite::{Database, SqliteDatabase};
-/// The `rusqlite` crate this driver uses, so handles can be used without a version mismatch.
+/// The `rusqlite` crate [`SqliteDatabase`] uses, so handles can be used without a version
+/// mismatch.
 #[cfg(feature = "sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sqlite")))]
 pub use rusqlite;
 
 use super::CheckpointUnavailable;
