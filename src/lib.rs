@@ -13,6 +13,8 @@ pub mod kernel;
 pub mod mcp;
 mod refusal;
 pub mod resource;
+#[cfg(all(feature = "rig", not(target_arch = "wasm32")))]
+pub mod rig;
 pub mod rt;
 #[cfg(feature = "schemars")]
 mod schema;
