@@ -10,6 +10,7 @@ mod config;
 mod context;
 mod error;
 pub mod kernel;
+pub mod llm;
 pub mod mcp;
 mod refusal;
 pub mod resource;

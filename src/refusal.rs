@@ -42,6 +42,21 @@ pub struct Refusal {
 }
 
 impl Refusal {
+    /// A refusal of `kind`; denials and rate limits get the protocol's default reason.
+    pub fn new(kind: RefusalKind, reason: Option<String>) -> Self {
+        let default = match kind {
+            RefusalKind::Denied => Some("policy_denied"),
+            RefusalKind::RateLimited => Some("rate_limit_exceeded"),
+            _ => None,
+        };
+        Self {
+            kind,
+            reason: reason
+                .filter(|r| !r.is_empty())
+                .or_else(|| default.map(str::to_owned)),
+        }
+    }
+
     /// Searches `error` and up to nine of its sources for a refusal marker.
     pub fn find(error: &(dyn StdError + 'static)) -> Option<Self> {
         let mut current = Some(error);

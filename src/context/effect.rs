@@ -32,6 +32,15 @@ pub(crate) enum Outcome<R> {
     Replayed(Value),
 }
 
+impl Outcome<Value> {
+    /// The value, live or recorded.
+    pub(crate) fn into_recorded(self) -> Value {
+        match self {
+            Self::Live(value) | Self::Replayed(value) => value,
+        }
+    }
+}
+
 impl<R: DeserializeOwned> Outcome<R> {
     /// The value, decoding a recorded one into `R`.
     pub(crate) fn into_value(self, target: &str) -> Result<R> {
@@ -74,6 +83,27 @@ impl ExecutionContext {
             .await;
         self.call_finished(in_flight).await;
         outcome
+    }
+
+    /// Like [`run_effect`](Self::run_effect) for LLM calls: not counted as in flight and not
+    /// serialized with resources (a model call changes no resource).
+    pub(crate) async fn run_llm_effect<R, Fut>(
+        &self,
+        effect: Effect<'_>,
+        body: impl FnOnce() -> Fut,
+    ) -> Result<Outcome<R>>
+    where
+        R: Serialize,
+        Fut: Future<Output = std::result::Result<R, BoxError>>,
+    {
+        let span = tracing::info_span!(
+            "rebuno.llm",
+            target = effect.target,
+            step_id = tracing::field::Empty
+        );
+        self.decide_and_run(effect, None, body)
+            .instrument(span)
+            .await
     }
 
     async fn decide_and_run<R, Fut>(
