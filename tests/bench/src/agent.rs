@@ -1,0 +1,80 @@
+//! The agent process: a rebuno-rs agent served with rebuno-hyper, whose tools do nothing.
+//!
+//! Input `{"k": K, "mode": M}`: `live` calls the no-op tool K times and completes; `hold` does
+//! the same but, on the first delivery attempt, waits forever after the K calls (so a
+//! re-delivery replays all K); `idle` waits inside a tool for an hour.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use rebuno::{Agent, HandlerError, define_tool};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::kernel::AGENT_ID;
+
+/// Arguments of the no-op tool.
+#[derive(Debug, Serialize, Deserialize)]
+struct Noop {
+    i: u64,
+}
+
+/// Arguments of the waiting tool.
+#[derive(Debug, Serialize, Deserialize)]
+struct Wait {
+    secs: u64,
+}
+
+/// The execution input.
+#[derive(Debug, Deserialize)]
+struct Input {
+    #[serde(default)]
+    k: u64,
+    #[serde(default)]
+    mode: String,
+}
+
+/// Builds the benchmark agent against the kernel at `kernel_url`.
+pub(crate) fn agent(kernel_url: &str, secret: &str) -> Result<Agent> {
+    let agent = Agent::builder(AGENT_ID)
+        .secret(secret)
+        .base_url(kernel_url)
+        .build()
+        .context("building the agent")?;
+    let noop =
+        define_tool("noop").execute(|args: Noop| async move { Ok::<_, HandlerError>(args.i) });
+    let wait = define_tool("wait").execute(|args: Wait| async move {
+        tokio::time::sleep(Duration::from_secs(args.secs)).await;
+        Ok::<_, HandlerError>(0u64)
+    });
+    agent.bind(move |input: Input| {
+        let (noop, wait) = (noop.clone(), wait.clone());
+        async move {
+            if input.mode == "idle" {
+                wait.call(Wait { secs: 3600 }).await?;
+                return Ok::<Value, HandlerError>(json!({}));
+            }
+            for i in 0..input.k {
+                noop.call(Noop { i }).await?;
+            }
+            if input.mode == "hold" && rebuno::execution()?.dispatch_attempt() == 1 {
+                std::future::pending::<()>().await;
+            }
+            Ok(json!({ "steps": input.k }))
+        }
+    });
+    Ok(agent)
+}
+
+/// Serves the agent on an ephemeral loopback port, printing `http://ADDR/webhook` on stdout;
+/// exits when stdin closes (the driver went away).
+pub(crate) async fn run(kernel_url: &str, secret: &str) -> Result<()> {
+    let agent = agent(kernel_url, secret)?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    println!("http://{}{}", listener.local_addr()?, agent.webhook_path());
+    tokio::select! {
+        served = rebuno_hyper::serve(listener, agent) => served.context("serving the agent")?,
+        () = crate::stdin_closed() => {}
+    }
+    Ok(())
+}

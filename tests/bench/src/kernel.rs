@@ -1,0 +1,317 @@
+//! The kernel process: a [`DevKernel`] on a loopback port, driven over stdin/stdout
+//! ([`crate::control`]). It creates the executions and times them, so the agent process does
+//! nothing but serve its agent.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel, ExecutionStatus, StepStatus};
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+use uuid::Uuid;
+
+use crate::control::{Reply, Request, RunReport, WaitReport};
+use crate::stats::quantile;
+
+/// The agent id every variant registers as.
+pub(crate) const AGENT_ID: &str = "bench";
+/// Upper bound of any single wait.
+const WAIT: Duration = Duration::from_secs(120);
+
+/// The kernel process's state between requests.
+struct Driver {
+    kernel: DevKernel,
+    agent_id: String,
+    held: Vec<(Uuid, usize)>,
+}
+
+/// Serves the kernel and answers control requests until `quit` or the end of stdin.
+pub(crate) async fn run() -> Result<()> {
+    let kernel = DevKernel::builder()
+        .start()
+        .await
+        .context("starting the dev kernel")?;
+    let mut out = tokio::io::stdout();
+    send(&mut out, &Reply::Ready(kernel.url())).await?;
+    let mut driver = Driver {
+        kernel,
+        agent_id: AGENT_ID.to_owned(),
+        held: Vec::new(),
+    };
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    while let Some(line) = lines.next_line().await? {
+        let request: Request = serde_json::from_str(&line).context("bad control request")?;
+        if matches!(request, Request::Quit) {
+            break;
+        }
+        let reply = match driver.handle(request).await {
+            Ok(reply) => reply,
+            Err(error) => Reply::Error(format!("{error:#}")),
+        };
+        send(&mut out, &reply).await?;
+    }
+    driver.kernel.shutdown().await;
+    Ok(())
+}
+
+async fn send(out: &mut tokio::io::Stdout, reply: &Reply) -> Result<()> {
+    let mut line = serde_json::to_vec(reply)?;
+    line.push(b'\n');
+    out.write_all(&line).await?;
+    out.flush().await?;
+    Ok(())
+}
+
+impl Driver {
+    async fn handle(&mut self, request: Request) -> Result<Reply> {
+        match request {
+            Request::Register {
+                agent_id,
+                webhook_url,
+                secret,
+            } => {
+                self.kernel
+                    .register_agent(AgentSpec::new(&agent_id, webhook_url, secret))?;
+                self.agent_id = agent_id;
+                Ok(Reply::Ok)
+            }
+            Request::Live { n, k, c } => Ok(Reply::Run(self.live(n, k, c).await?)),
+            Request::Hold { n, k, c } => Ok(Reply::Wait(self.hold(n, k, c).await?)),
+            Request::Redeliver { c } => Ok(Reply::Run(self.redeliver(c).await?)),
+            Request::Idle { m, paced } => Ok(Reply::Wait(self.idle(m, paced).await?)),
+            Request::Quit => Ok(Reply::Ok),
+        }
+    }
+
+    async fn create(&self, input: serde_json::Value) -> Result<Uuid> {
+        let created = self
+            .kernel
+            .create_execution(CreateExecution::new(&self.agent_id, input))
+            .await?;
+        Ok(created.id)
+    }
+
+    /// `n` executions of `k` steps, `c` at a time, each waited to its end.
+    async fn live(&self, n: usize, k: usize, c: usize) -> Result<RunReport> {
+        let next = Arc::new(AtomicUsize::new(0));
+        let outcomes = Arc::new(Mutex::new(Vec::with_capacity(n)));
+        let started = Instant::now();
+        let mut workers = Vec::new();
+        for _ in 0..c.clamp(1, n.max(1)) {
+            let (next, outcomes) = (next.clone(), outcomes.clone());
+            let kernel = self.kernel.clone();
+            let agent_id = self.agent_id.clone();
+            workers.push(tokio::spawn(async move {
+                while next.fetch_add(1, Ordering::Relaxed) < n {
+                    let input = json!({"k": k, "mode": "live"});
+                    let outcome = match kernel
+                        .create_execution(CreateExecution::new(&agent_id, input))
+                        .await
+                    {
+                        Ok(created) => match kernel.wait_terminal(created.id, WAIT).await {
+                            Ok(done) => (created.id, done.status, done.failure_reason),
+                            Err(error) => (created.id, ExecutionStatus::Failed, error.to_string()),
+                        },
+                        Err(error) => (Uuid::nil(), ExecutionStatus::Failed, error.to_string()),
+                    };
+                    lock(&outcomes).push(outcome);
+                }
+            }));
+        }
+        for worker in workers {
+            worker.await?;
+        }
+        let elapsed_s = started.elapsed().as_secs_f64();
+        let outcomes = std::mem::take(&mut *lock(&outcomes));
+        let mut report = tally(&outcomes, elapsed_s);
+        let (mut gaps, mut between, mut within) = (Vec::new(), Vec::new(), Vec::new());
+        let ms = |from: i128, to: i128| (to - from) as f64 / 1e6;
+        for (id, _, _) in &outcomes {
+            let (mut proposed, mut succeeded) = (Vec::new(), Vec::new());
+            for event in self.kernel.events(*id) {
+                let at = event.occurred_at.unix_nanos();
+                match event.kind.as_str() {
+                    "step.proposed" => proposed.push(at),
+                    "step.succeeded" => succeeded.push(at),
+                    _ => {}
+                }
+            }
+            report.steps += succeeded.len();
+            gaps.extend(succeeded.windows(2).map(|w| ms(w[0], w[1])));
+            if proposed.len() == succeeded.len() {
+                within.extend(proposed.iter().zip(&succeeded).map(|(p, s)| ms(*p, *s)));
+                between.extend(
+                    succeeded
+                        .iter()
+                        .zip(proposed.iter().skip(1))
+                        .map(|(s, p)| ms(*s, *p)),
+                );
+            }
+        }
+        report.between_p50_ms = finite(quantile(&mut between, 0.50));
+        report.within_p50_ms = finite(quantile(&mut within, 0.50));
+        report.step_p50_ms = finite(quantile(&mut gaps, 0.50));
+        report.step_p99_ms = finite(quantile(&mut gaps, 0.99));
+        Ok(report)
+    }
+
+    /// `n` executions run their `k` steps on their first attempt and then wait.
+    async fn hold(&mut self, n: usize, k: usize, c: usize) -> Result<WaitReport> {
+        let started = Instant::now();
+        let mut pending = Vec::new();
+        let mut created = 0;
+        self.held.clear();
+        while created < n || !pending.is_empty() {
+            while created < n && pending.len() < c.max(1) {
+                pending.push(self.create(json!({"k": k, "mode": "hold"})).await?);
+                created += 1;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            let mut still = Vec::with_capacity(pending.len());
+            for id in pending {
+                let succeeded = self
+                    .kernel
+                    .steps(id)
+                    .iter()
+                    .filter(|step| step.status == StepStatus::Succeeded)
+                    .count();
+                if succeeded >= k {
+                    self.held.push((id, k));
+                } else if self
+                    .kernel
+                    .execution(id)
+                    .is_some_and(|e| e.status.is_terminal())
+                {
+                    bail!("held execution {id} ended before re-delivery");
+                } else {
+                    still.push(id);
+                }
+            }
+            pending = still;
+            if started.elapsed() > WAIT {
+                bail!("{} executions did not record their steps", pending.len());
+            }
+        }
+        Ok(WaitReport {
+            elapsed_s: started.elapsed().as_secs_f64(),
+            reached: self.held.len(),
+        })
+    }
+
+    /// Re-delivers the held executions, `c` at a time.
+    async fn redeliver(&mut self, c: usize) -> Result<RunReport> {
+        let held = Arc::new(std::mem::take(&mut self.held));
+        let next = Arc::new(AtomicUsize::new(0));
+        let outcomes = Arc::new(Mutex::new(Vec::with_capacity(held.len())));
+        let per_step = Arc::new(Mutex::new(Vec::with_capacity(held.len())));
+        let started = Instant::now();
+        let mut workers = Vec::new();
+        for _ in 0..c.clamp(1, held.len().max(1)) {
+            let (next, outcomes, per_step, held) = (
+                next.clone(),
+                outcomes.clone(),
+                per_step.clone(),
+                held.clone(),
+            );
+            let kernel = self.kernel.clone();
+            workers.push(tokio::spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&(id, k)) = held.get(i) else { break };
+                    let t0 = Instant::now();
+                    let outcome = match kernel.redeliver(id) {
+                        Ok(_) => match kernel.wait_terminal(id, WAIT).await {
+                            Ok(done) => (id, done.status, done.failure_reason),
+                            Err(error) => (id, ExecutionStatus::Failed, error.to_string()),
+                        },
+                        Err(error) => (id, ExecutionStatus::Failed, error.to_string()),
+                    };
+                    if outcome.1 == ExecutionStatus::Completed && k > 0 {
+                        lock(&per_step).push(t0.elapsed().as_secs_f64() * 1e3 / k as f64);
+                    }
+                    lock(&outcomes).push(outcome);
+                }
+            }));
+        }
+        for worker in workers {
+            worker.await?;
+        }
+        let elapsed_s = started.elapsed().as_secs_f64();
+        let outcomes = std::mem::take(&mut *lock(&outcomes));
+        let mut report = tally(&outcomes, elapsed_s);
+        report.steps = held.first().map_or(0, |(_, k)| *k) * report.completed;
+        let mut per_step = std::mem::take(&mut *lock(&per_step));
+        report.step_p50_ms = finite(quantile(&mut per_step, 0.50));
+        report.step_p99_ms = finite(quantile(&mut per_step, 0.99));
+        Ok(report)
+    }
+
+    /// `m` executions, each waiting inside a tool.
+    async fn idle(&self, m: usize, paced: bool) -> Result<WaitReport> {
+        let started = Instant::now();
+        let mut ids = Vec::with_capacity(m);
+        for _ in 0..m {
+            let id = self.create(json!({"k": 0, "mode": "idle"})).await?;
+            ids.push(id);
+            while paced && !self.waiting(id) {
+                if started.elapsed() > WAIT {
+                    bail!("execution {id} never reached its tool");
+                }
+                tokio::time::sleep(Duration::from_micros(500)).await;
+            }
+        }
+        loop {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let reached = ids.iter().filter(|id| self.waiting(**id)).count();
+            if reached == m {
+                return Ok(WaitReport {
+                    elapsed_s: started.elapsed().as_secs_f64(),
+                    reached,
+                });
+            }
+            if started.elapsed() > WAIT {
+                bail!("only {reached} of {m} executions are waiting in their tool");
+            }
+        }
+    }
+}
+
+impl Driver {
+    /// Whether the execution's tool is executing.
+    fn waiting(&self, id: Uuid) -> bool {
+        self.kernel
+            .steps(id)
+            .iter()
+            .any(|step| step.status == StepStatus::Executing)
+    }
+}
+
+fn tally(outcomes: &[(Uuid, ExecutionStatus, String)], elapsed_s: f64) -> RunReport {
+    let completed = outcomes
+        .iter()
+        .filter(|(_, status, _)| *status == ExecutionStatus::Completed)
+        .count();
+    RunReport {
+        elapsed_s,
+        completed,
+        failed: outcomes.len() - completed,
+        first_failure: outcomes
+            .iter()
+            .find(|(_, status, _)| *status != ExecutionStatus::Completed)
+            .map(|(id, status, reason)| format!("{id}: {} {reason}", status.as_str())),
+        ..RunReport::default()
+    }
+}
+
+/// JSON has no NaN: an empty sample is sent as `null`.
+fn finite(value: f64) -> Option<f64> {
+    value.is_finite().then_some(value)
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

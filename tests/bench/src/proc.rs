@@ -1,0 +1,85 @@
+//! Per-process figures read from `/proc`: CPU time (user + sys) and resident memory.
+
+use std::fs;
+use std::sync::OnceLock;
+
+use anyhow::{Context as _, Result, anyhow};
+
+/// Clock ticks per second of `/proc/<pid>/stat` (`getconf CLK_TCK`, 100 when unknown).
+fn clock_ticks() -> f64 {
+    static TICKS: OnceLock<f64> = OnceLock::new();
+    *TICKS.get_or_init(|| {
+        std::process::Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|out| String::from_utf8(out.stdout).ok())
+            .and_then(|text| text.trim().parse::<f64>().ok())
+            .filter(|ticks| *ticks > 0.0)
+            .unwrap_or(100.0)
+    })
+}
+
+/// CPU seconds (user + sys, all threads, living and exited) used so far by process `pid` alone.
+pub(crate) fn cpu_seconds(pid: u32) -> Result<f64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    // The command name (field 2) may contain spaces: fields resume after the last ')'.
+    let rest = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .ok_or_else(|| anyhow!("malformed /proc/{pid}/stat"))?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // `rest` starts at field 3 (state); utime is field 14, stime field 15.
+    let field = |n: usize| -> Result<u64> {
+        fields
+            .get(n - 3)
+            .ok_or_else(|| anyhow!("short /proc/{pid}/stat"))?
+            .parse::<u64>()
+            .with_context(|| format!("field {n} of /proc/{pid}/stat"))
+    };
+    let ticks = field(14)? + field(15)?;
+    Ok(ticks as f64 / clock_ticks())
+}
+
+/// A `Vm*` line of `/proc/<pid>/status`, in KiB.
+fn status_kib(pid: u32, key: &str) -> Result<u64> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(key))
+        .and_then(|rest| rest.trim_start_matches(':').split_whitespace().next())
+        .and_then(|value| value.parse().ok())
+        .ok_or_else(|| anyhow!("no {key} in /proc/{pid}/status"))
+}
+
+/// Resident set size now, in KiB.
+pub(crate) fn rss_kib(pid: u32) -> Result<u64> {
+    status_kib(pid, "VmRSS")
+}
+
+/// Peak resident set size (high-water mark), in KiB.
+pub(crate) fn peak_rss_kib(pid: u32) -> Result<u64> {
+    status_kib(pid, "VmHWM")
+}
+
+/// Open file descriptors (sockets, mostly) of process `pid`.
+pub(crate) fn open_fds(pid: u32) -> Result<usize> {
+    Ok(fs::read_dir(format!("/proc/{pid}/fd"))
+        .with_context(|| format!("listing /proc/{pid}/fd"))?
+        .count())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_this_process() {
+        let pid = std::process::id();
+        assert!(cpu_seconds(pid).unwrap() >= 0.0);
+        assert!(rss_kib(pid).unwrap() > 0);
+        assert!(peak_rss_kib(pid).unwrap() >= rss_kib(pid).unwrap() / 2);
+    }
+}
