@@ -85,10 +85,9 @@ impl KernelClient {
 
     /// Sends `call`, retrying with backoff while the kernel is unreachable or unavailable.
     async fn send(&self, call: Call<'_>) -> Result<http::Response<Bytes>> {
-        self.inner
-            .exchange
-            .send(call.replayable, || self.build(&call))
-            .await
+        // Boxed so the futures of handlers and tools that await kernel calls stay small: an
+        // idle in-flight execution holds its handler's future.
+        Box::pin(self.inner.exchange.send(call.replayable, || self.build(&call))).await
     }
 
     /// Builds and signs the request afresh (a retry gets a new timestamp).

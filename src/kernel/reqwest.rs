@@ -34,10 +34,17 @@ impl ReqwestTransport {
     }
 }
 
+/// Idle kernel connections kept per host: enough for steady concurrency, without one idle
+/// socket (and its buffers) per execution that ever ran concurrently.
+#[cfg(not(target_arch = "wasm32"))]
+const MAX_IDLE_CONNECTIONS: usize = 32;
+
 #[cfg(not(target_arch = "wasm32"))]
 fn client() -> reqwest::Result<reqwest::Client> {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
+        .pool_max_idle_per_host(MAX_IDLE_CONNECTIONS)
+        .pool_idle_timeout(std::time::Duration::from_secs(30))
         .build()
 }
 
