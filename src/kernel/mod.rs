@@ -87,7 +87,12 @@ impl KernelClient {
     async fn send(&self, call: Call<'_>) -> Result<http::Response<Bytes>> {
         // Boxed so the futures of handlers and tools that await kernel calls stay small: an
         // idle in-flight execution holds its handler's future.
-        Box::pin(self.inner.exchange.send(call.replayable, || self.build(&call))).await
+        Box::pin(
+            self.inner
+                .exchange
+                .send(call.replayable, || self.build(&call)),
+        )
+        .await
     }
 
     /// Builds and signs the request afresh (a retry gets a new timestamp).
