@@ -72,9 +72,7 @@ pub(super) async fn submit(
     Path(id): Path<String>,
     request: Request,
 ) -> ApiResult {
-    let call = auth::agent(&kernel, request).await?;
-    let id = parse_id(&id)?;
-    let lease = auth::lease(&call.headers)?;
+    let auth::Leased { call, id, lease } = auth::leased(&kernel, &id, request).await?;
     let submit: SubmitRequest = body::decode(&call.body)?;
     Ok(ok(&kernel.submit_step(
         id,
@@ -91,9 +89,7 @@ async fn outcome(
     request: Request,
     failed: bool,
 ) -> ApiResult {
-    let call = auth::agent(&kernel, request).await?;
-    let id = parse_id(&id)?;
-    let lease = auth::lease(&call.headers)?;
+    let auth::Leased { call, id, lease } = auth::leased(&kernel, &id, request).await?;
     let outcome: OutcomeRequest = body::decode(&call.body)?;
     let wrong_field = if failed {
         outcome.result.is_some()
@@ -137,9 +133,7 @@ pub(super) async fn heartbeat(
     Path(id): Path<String>,
     request: Request,
 ) -> ApiResult {
-    let call = auth::agent(&kernel, request).await?;
-    let id = parse_id(&id)?;
-    let lease = auth::lease(&call.headers)?;
+    let auth::Leased { call, id, lease } = auth::leased(&kernel, &id, request).await?;
     kernel.heartbeat(id, &call.principal, lease)?;
     Ok(no_content())
 }
@@ -150,9 +144,7 @@ pub(super) async fn complete(
     Path(id): Path<String>,
     request: Request,
 ) -> ApiResult {
-    let call = auth::agent(&kernel, request).await?;
-    let id = parse_id(&id)?;
-    let lease = auth::lease(&call.headers)?;
+    let auth::Leased { call, id, lease } = auth::leased(&kernel, &id, request).await?;
     let done: CompleteRequest = body::decode(&call.body)?;
     kernel.complete_execution(id, &call.principal, lease, done)?;
     Ok(no_content())
@@ -164,9 +156,7 @@ pub(super) async fn fail(
     Path(id): Path<String>,
     request: Request,
 ) -> ApiResult {
-    let call = auth::agent(&kernel, request).await?;
-    let id = parse_id(&id)?;
-    let lease = auth::lease(&call.headers)?;
+    let auth::Leased { call, id, lease } = auth::leased(&kernel, &id, request).await?;
     let failed: FailRequest = body::decode(&call.body)?;
     kernel.fail_execution(id, &call.principal, lease, failed)?;
     Ok(no_content())
@@ -178,9 +168,7 @@ pub(super) async fn suspend(
     Path(id): Path<String>,
     request: Request,
 ) -> ApiResult {
-    let call = auth::agent(&kernel, request).await?;
-    let id = parse_id(&id)?;
-    let lease = auth::lease(&call.headers)?;
+    let auth::Leased { call, id, lease } = auth::leased(&kernel, &id, request).await?;
     let suspended = kernel.suspend(id, &call.principal, lease)?;
     Ok(ok(&serde_json::json!({ "suspended": suspended })))
 }

@@ -90,6 +90,25 @@ pub(crate) async fn dual(kernel: &Kernel, request: Request) -> Result<Authed, Ke
 }
 
 /// Verifies a v1 request signature; every failure is `401 unauthorized`.
+/// A signed agent mutation: the call, the execution id in its path and the lease it carries.
+pub(crate) struct Leased {
+    pub(crate) call: Authed,
+    pub(crate) id: Uuid,
+    pub(crate) lease: Lease,
+}
+
+/// Checks an agent mutation in the protocol's order: signature, execution id, lease headers.
+pub(crate) async fn leased(
+    kernel: &Kernel,
+    id: &str,
+    request: Request,
+) -> Result<Leased, KernelError> {
+    let call = agent(kernel, request).await?;
+    let id = super::parse_id(id)?;
+    let lease = lease(&call.headers)?;
+    Ok(Leased { call, id, lease })
+}
+
 pub(crate) async fn agent(kernel: &Kernel, request: Request) -> Result<Authed, KernelError> {
     let (parts, raw) = request.into_parts();
     let headers = &parts.headers;

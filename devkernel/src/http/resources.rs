@@ -3,7 +3,7 @@
 use axum::extract::{Path, Request, State};
 
 use super::error::{ApiResult, no_content, ok};
-use super::{auth, body, parse_id};
+use super::{auth, body};
 use crate::kernel::{BindRequest, Captures, Kernel, RegisterRequest};
 
 /// `POST /v0/executions/{id}/resources`: `200` resource view.
@@ -12,9 +12,7 @@ pub(super) async fn register(
     Path(id): Path<String>,
     request: Request,
 ) -> ApiResult {
-    let call = auth::agent(&kernel, request).await?;
-    let id = parse_id(&id)?;
-    let lease = auth::lease(&call.headers)?;
+    let auth::Leased { call, id, lease } = auth::leased(&kernel, &id, request).await?;
     let registration: RegisterRequest = body::decode(&call.body)?;
     Ok(ok(&kernel.register_resource(
         id,
@@ -30,9 +28,7 @@ pub(super) async fn bind(
     Path((id, key)): Path<(String, String)>,
     request: Request,
 ) -> ApiResult {
-    let call = auth::agent(&kernel, request).await?;
-    let id = parse_id(&id)?;
-    let lease = auth::lease(&call.headers)?;
+    let auth::Leased { call, id, lease } = auth::leased(&kernel, &id, request).await?;
     let binding: BindRequest = body::decode(&call.body)?;
     kernel.bind_resource(id, &call.principal, lease, &key, binding)?;
     Ok(no_content())
@@ -44,9 +40,7 @@ pub(super) async fn checkpoints(
     Path(id): Path<String>,
     request: Request,
 ) -> ApiResult {
-    let call = auth::agent(&kernel, request).await?;
-    let id = parse_id(&id)?;
-    let lease = auth::lease(&call.headers)?;
+    let auth::Leased { call, id, lease } = auth::leased(&kernel, &id, request).await?;
     let records: Captures = body::decode(&call.body)?;
     kernel.publish_checkpoints(id, &call.principal, lease, records)?;
     Ok(no_content())

@@ -28,9 +28,7 @@ pub(super) async fn publish(
     Path((id, step_id)): Path<(String, String)>,
     request: Request,
 ) -> ApiResult {
-    let call = auth::agent(&kernel, request).await?;
-    let id = parse_id(&id)?;
-    let lease = auth::lease(&call.headers)?;
+    let auth::Leased { call, id, lease } = auth::leased(&kernel, &id, request).await?;
     let delta: DeltaRequest = body::decode(&call.body)?;
     kernel.stream_delta(id, &call.principal, lease, &step_id, delta)?;
     Ok(no_content())
