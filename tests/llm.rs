@@ -14,7 +14,7 @@ use bytes::Bytes;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use rebuno::HandlerError;
-use rebuno::kernel::{ReqwestTransport, Transport};
+use rebuno::kernel::ReqwestTransport;
 use rebuno::llm::DurableLlm;
 use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel};
 use serde_json::{Value, json};
@@ -63,12 +63,12 @@ async fn ask(url: &str, hang: bool) -> Result<Value, HandlerError> {
     let request = http::Request::post(url)
         .header("content-type", "application/json")
         .body(Bytes::from(body.to_string()))?;
-    let response = llm.send(request, Duration::from_secs(10)).await?;
-    let text = String::from_utf8_lossy(response.body()).into_owned();
-    if !response.status().is_success() {
+    let response = llm.send(request).await?;
+    let status = response.status();
+    let text = response.into_body().text().await?;
+    if !status.is_success() {
         return Err(HandlerError::from(format!(
-            "provider returned {}: {text}",
-            response.status()
+            "provider returned {status}: {text}"
         )));
     }
     if hang {

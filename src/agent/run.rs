@@ -37,7 +37,11 @@ pub(crate) async fn run_dispatch(
     }
     let context = ExecutionContext::new(kernel, &execution, lease, deadline);
     let ending = match handler.start(execution.input) {
-        Ok(run) => ending(&context, heartbeating(&context, context.scope(run)).await),
+        Ok(run) => {
+            let outcome = heartbeating(&context, context.scope(run)).await;
+            context.settle().await;
+            ending(&context, outcome)
+        }
         Err(detail) => Ending::Failure(input_invalid(&detail)),
     };
     record(&context, ending).await;

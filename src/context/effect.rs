@@ -32,15 +32,6 @@ pub(crate) enum Outcome<R> {
     Replayed(Value),
 }
 
-impl Outcome<Value> {
-    /// The value, live or recorded.
-    pub(crate) fn into_recorded(self) -> Value {
-        match self {
-            Self::Live(value) | Self::Replayed(value) => value,
-        }
-    }
-}
-
 impl<R: DeserializeOwned> Outcome<R> {
     /// The value, decoding a recorded one into `R`.
     pub(crate) fn into_value(self, target: &str) -> Result<R> {
@@ -85,27 +76,6 @@ impl ExecutionContext {
         outcome
     }
 
-    /// Like [`run_effect`](Self::run_effect) for LLM calls: not counted as in flight and not
-    /// serialized with resources (a model call changes no resource).
-    pub(crate) async fn run_llm_effect<R, Fut>(
-        &self,
-        effect: Effect<'_>,
-        body: impl FnOnce() -> Fut,
-    ) -> Result<Outcome<R>>
-    where
-        R: Serialize,
-        Fut: Future<Output = std::result::Result<R, BoxError>>,
-    {
-        let span = tracing::info_span!(
-            "rebuno.llm",
-            target = effect.target,
-            step_id = tracing::field::Empty
-        );
-        self.decide_and_run(effect, None, body)
-            .instrument(span)
-            .await
-    }
-
     async fn decide_and_run<R, Fut>(
         &self,
         effect: Effect<'_>,
@@ -135,7 +105,8 @@ impl ExecutionContext {
         }
     }
 
-    async fn submit(&self, effect: &Effect<'_>) -> Result<StepDecision> {
+    pub(crate) async fn submit(&self, effect: &Effect<'_>) -> Result<StepDecision> {
+        self.settle().await;
         self.guard_start()?;
         let submission = StepSubmission {
             kind: effect.kind,
@@ -222,7 +193,7 @@ impl ExecutionContext {
     }
 
     /// The error for a decision that is neither proceed nor replay.
-    fn refusal(&self, decision: StepDecision) -> Error {
+    pub(crate) fn refusal(&self, decision: StepDecision) -> Error {
         let reason = decision.reason.filter(|r| !r.is_empty());
         match decision.decision {
             Decision::Denied => {

@@ -2,6 +2,7 @@
 
 mod ambient;
 mod effect;
+mod pending;
 mod suspend;
 
 use std::collections::BTreeMap;
@@ -42,6 +43,7 @@ struct Inner {
     calls: Mutex<suspend::Calls>,
     resources: Mutex<BTreeMap<String, Arc<dyn Registered>>>,
     effects: Arc<futures_util::lock::Mutex<()>>,
+    pending: pending::Pending,
 }
 
 /// The execution's effects lock: while resources are registered, tool and local step calls run
@@ -95,6 +97,7 @@ impl ExecutionContext {
                 calls: Mutex::new(suspend::Calls::default()),
                 resources: Mutex::new(BTreeMap::new()),
                 effects: Arc::new(futures_util::lock::Mutex::new(())),
+                pending: pending::Pending::default(),
             }),
         }
     }

@@ -72,6 +72,30 @@ impl KernelClient {
             .await
     }
 
+    /// Publishes a live delta of an executing step. Best-effort: sent once, never retried.
+    pub(crate) async fn stream_delta(
+        &self,
+        execution_id: &str,
+        step_id: &str,
+        lease: &Lease,
+        seq: u64,
+        data: &str,
+    ) -> Result<()> {
+        let path = format!(
+            "/v0/executions/{}/steps/{}/stream",
+            encode_segment(execution_id),
+            encode_segment(step_id)
+        );
+        let call = Call {
+            method: Method::POST,
+            path: &path,
+            body: encode(&json!({ "seq": seq, "data": data }))?,
+            lease: Some(lease),
+            replayable: Replayable::Never,
+        };
+        self.send(call).await.map(drop)
+    }
+
     /// Registers (or re-registers) a resource and returns the kernel's view of it.
     pub(crate) async fn register_resource(
         &self,

@@ -22,7 +22,8 @@ pub use self::lease::Lease;
 pub use self::reqwest::ReqwestTransport;
 pub(crate) use self::retry::Replayable;
 pub use self::transport::{
-    SharedTransport, Transport, TransportError, TransportErrorKind, TransportFuture,
+    ByteStream, SharedTransport, StreamingFuture, Transport, TransportError, TransportErrorKind,
+    TransportFuture,
 };
 use crate::Secret;
 use crate::error::{Error, ErrorKind, Result};

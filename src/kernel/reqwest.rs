@@ -4,7 +4,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::transport::{Transport, TransportError, TransportErrorKind, TransportFuture};
+use futures_util::StreamExt;
+
+use super::transport::{
+    ByteStream, StreamingFuture, Transport, TransportError, TransportErrorKind, TransportFuture,
+};
+use crate::error::BoxError;
 
 /// Sends kernel requests with a shared `reqwest::Client`.
 ///
@@ -61,6 +66,32 @@ impl Transport for ReqwestTransport {
             *request.timeout_mut() = Some(timeout);
             let response = client.execute(request).await.map_err(classify)?;
             into_http(response).await
+        })
+    }
+
+    fn send_streaming(&self, request: http::Request<Bytes>, timeout: Duration) -> StreamingFuture {
+        let client = self.client.clone();
+        Box::pin(async move {
+            let mut request = reqwest::Request::try_from(request).map_err(classify)?;
+            *request.timeout_mut() = Some(timeout);
+            let response = client.execute(request).await.map_err(classify)?;
+            let mut builder = http::Response::builder().status(response.status());
+            if let Some(headers) = builder.headers_mut() {
+                headers.extend(
+                    response
+                        .headers()
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone())),
+                );
+            }
+            let body: ByteStream = Box::pin(
+                response
+                    .bytes_stream()
+                    .map(|chunk| chunk.map_err(|e| Box::new(e) as BoxError)),
+            );
+            builder
+                .body(body)
+                .map_err(|e| TransportError::new(TransportErrorKind::Other, e))
         })
     }
 }

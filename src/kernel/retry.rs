@@ -14,6 +14,8 @@ pub(crate) enum Replayable {
     /// A step submit: a second copy could be counted as a new occurrence, so it is only retried
     /// when the kernel certainly did not process the first.
     OnlyIfUnseen,
+    /// Best-effort traffic (live stream deltas): sent once, never retried.
+    Never,
 }
 
 /// Exponential backoff for kernel requests: 250 ms doubling to 8 s, 6 tries in all.
@@ -42,12 +44,16 @@ impl RetryPolicy {
     }
 
     pub(crate) fn retry_transport(&self, error: &TransportError, replayable: Replayable) -> bool {
-        replayable == Replayable::Yes || error.is_connect()
+        match replayable {
+            Replayable::Yes => true,
+            Replayable::OnlyIfUnseen => error.is_connect(),
+            Replayable::Never => false,
+        }
     }
 
     pub(crate) fn retry_status(&self, status: StatusCode, replayable: Replayable) -> bool {
         match status {
-            StatusCode::SERVICE_UNAVAILABLE => true,
+            StatusCode::SERVICE_UNAVAILABLE => replayable != Replayable::Never,
             StatusCode::BAD_GATEWAY | StatusCode::GATEWAY_TIMEOUT => replayable == Replayable::Yes,
             _ => false,
         }
@@ -76,5 +82,7 @@ mod tests {
         assert!(policy.retry_transport(&timeout, Replayable::Yes));
         assert!(!policy.retry_status(StatusCode::BAD_GATEWAY, Replayable::OnlyIfUnseen));
         assert!(!policy.retry_status(StatusCode::CONFLICT, Replayable::Yes));
+        assert!(!policy.retry_transport(&refused, Replayable::Never));
+        assert!(!policy.retry_status(StatusCode::SERVICE_UNAVAILABLE, Replayable::Never));
     }
 }

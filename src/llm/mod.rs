@@ -1,110 +1,101 @@
-//! Durable LLM calls: a provider request recorded as an `llm_call` step, replayed on re-delivery
-//! instead of being sent again, and refused with an HTTP answer the provider SDK understands.
+//! Durable LLM calls: each provider request is an `llm_call` step, recorded once, replayed on
+//! re-delivery instead of being sent again, streamed live to watchers, and subject to policy.
 //!
-//! [`DurableLlm`] wraps any [`Transport`]: inside an execution, a request whose body is a JSON
-//! object is submitted to the kernel first (target = the body's `model`, args = the whole body).
-//! On `proceed` it goes to the provider and the response is recorded as
-//! `{"status", "headers": {"content-type"}, "body"}`; on `replay` that record is served again,
-//! byte for byte; a refusal (approval pending, denial, rate limit, terminal, superseded) is
-//! answered as a 403/429/409 whose body carries `rebuno_refusal: <decision>[ reason=<reason>]`,
-//! which [`raise_for_refusal`](crate::raise_for_refusal) recovers. Outside an execution, or for
-//! a non-JSON-object body, the request passes through untouched. Streaming is not recorded here.
+//! The core is [`DurableLlm`], a tower service over `http::Request<Bytes>`. Inside an execution
+//! (the handler's, found when the call is first polled, or one given with
+//! [`DurableLlm::bound`]), a request whose body is a JSON object becomes a step with
+//! `target` = the body's `model` (`""` when absent) and `args` = the whole body, submitted as
+//! `safe_to_retry`. The kernel then decides:
+//!
+//! - **proceed**: the request goes to the provider. A whole answer is read and recorded as
+//!   `{"status", "headers": {"content-type"}, "body"}` for every status, 4xx and 5xx included,
+//!   and the response handed back is rebuilt from that record, so live and replayed runs see
+//!   the same bytes. An answer counts as streamed when its status is below 400 and the request
+//!   said `"stream": true` or the answer is `text/event-stream`: its body is read through a tee
+//!   that passes every chunk on, publishes the text live (batched per 2000 characters or 50 ms,
+//!   in pieces of at most 1750 characters, never splitting a character), and records the
+//!   assembled body once, at the end of the stream or when the body is dropped early. An error
+//!   while reading fails the step.
+//! - **replay**: the record is served again (an event stream in 4096-byte chunks). A call that
+//!   failed before fails again with its recorded message.
+//! - **refused**: the answer is a provider-style HTTP error, 403 (denied, blocked, terminal),
+//!   429 (rate limited) or 409 (superseded), whose body is
+//!   `{"error": {"type": "rebuno_refusal", "message": "rebuno_refusal: <decision>[ reason=…]"}}`.
+//!   Blocked, terminal and superseded are also remembered by the execution, so a handler that
+//!   swallows the provider SDK's error still ends the dispatch correctly;
+//!   [`raise_for_refusal`](crate::raise_for_refusal) turns the provider's error back into the
+//!   Rebuno one for `?`.
+//!
+//! Outside an execution, or for a body that is not a JSON object (an upload, a form), the
+//! request passes through untouched. Recorded bodies are text: bytes that are not UTF-8 are
+//! recorded as U+FFFD (the Python SDK fails such a call instead). Only the content-type header
+//! is recorded, so no credential ever reaches the event log.
+//!
+//! # Making a client durable
+//!
+//! - Raw calls: [`fetch`], or [`DurableLlm::send`] on a service you keep.
+//! - rig (feature `rig`): `rebuno::rig::Durable` is a rig HTTP client, so every rig provider
+//!   becomes durable.
+//! - Any client built on tower or `http` types: put [`DurableLlmLayer`] in front of its
+//!   transport service.
+//! - A client that only takes a base URL: point it at a small proxy whose handler is a
+//!   [`DurableLlm`] (a handler-side route, since the call must run inside the execution).
 
-mod envelope;
+mod body;
+mod delta;
+mod record;
+mod service;
+mod step;
+mod tee;
 
-use std::time::Duration;
+pub use self::body::LlmBody;
+pub use self::service::{DEFAULT_TIMEOUT, DurableLlm, DurableLlmLayer, TransportService};
 
-use bytes::Bytes;
-use serde_json::Value;
-
-use crate::context::{Effect, current};
-use crate::error::{Error, ErrorKind};
-use crate::kernel::{
-    SharedTransport, Transport, TransportError, TransportErrorKind, TransportFuture,
-};
-use crate::refusal::{Refusal, RefusalKind};
-use crate::tool::Idempotency;
-
-/// A [`Transport`] that makes provider calls durable. See the [module docs](self).
+/// Sends one provider request durably, the Rust `rebunoFetch`: inside an execution it is an
+/// `llm_call` step; outside one it is a plain request.
+///
+/// Uses a shared reqwest client (feature `reqwest`); keep a [`DurableLlm`] to choose another
+/// transport or timeout.
 ///
 /// ```no_run
-/// # #[cfg(feature = "reqwest")] fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// let provider = rebuno::llm::DurableLlm::new(rebuno::kernel::ReqwestTransport::new()?);
-/// // send OpenAI-style requests through `provider` from inside a handler
-/// # Ok(()) }
+/// # async fn handler(_: serde_json::Value) -> Result<String, rebuno::HandlerError> {
+/// let request = http::Request::post("http://127.0.0.1:11434/v1/chat/completions")
+///     .header("content-type", "application/json")
+///     .body(r#"{"model":"llama3","messages":[{"role":"user","content":"hi"}]}"#.into())?;
+/// let response = rebuno::llm::fetch(request).await?;
+/// Ok(response.into_body().text().await?)
+/// # }
 /// ```
-#[derive(Debug, Clone)]
-pub struct DurableLlm {
-    inner: SharedTransport,
+///
+/// # Errors
+///
+/// As [`DurableLlm::send`].
+#[cfg(feature = "reqwest")]
+pub async fn fetch(request: http::Request<bytes::Bytes>) -> crate::Result<http::Response<LlmBody>> {
+    shared()?.send(request).await
 }
 
-impl DurableLlm {
-    /// Wraps the transport that reaches the provider.
-    pub fn new(inner: impl Transport + 'static) -> Self {
-        Self {
-            inner: SharedTransport::new(inner),
-        }
+/// One reqwest-backed service per process on native targets (its connection pool is shared).
+#[cfg(all(feature = "reqwest", not(target_arch = "wasm32")))]
+fn shared() -> crate::Result<DurableLlm> {
+    static SHARED: std::sync::OnceLock<DurableLlm> = std::sync::OnceLock::new();
+    if let Some(llm) = SHARED.get() {
+        return Ok(llm.clone());
     }
+    let llm = DurableLlm::new(crate::kernel::ReqwestTransport::new().map_err(config_error)?);
+    Ok(SHARED.get_or_init(|| llm).clone())
 }
 
-impl Transport for DurableLlm {
-    fn send(&self, request: http::Request<Bytes>, timeout: Duration) -> TransportFuture {
-        let inner = self.inner.clone();
-        Box::pin(async move { send(inner, request, timeout).await })
-    }
+/// On wasm32 each call uses the host's `fetch`; there is no pool to share.
+#[cfg(all(feature = "reqwest", target_arch = "wasm32"))]
+fn shared() -> crate::Result<DurableLlm> {
+    crate::kernel::ReqwestTransport::new()
+        .map(DurableLlm::new)
+        .map_err(config_error)
 }
 
-async fn send(
-    inner: SharedTransport,
-    request: http::Request<Bytes>,
-    timeout: Duration,
-) -> Result<http::Response<Bytes>, TransportError> {
-    let (Some(context), Some(body)) = (current(), json_object(request.body())) else {
-        return inner.send(request, timeout).await;
-    };
-    let target = body
-        .get("model")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let effect = Effect {
-        kind: "llm_call",
-        target: &target,
-        args: body,
-        idempotency: Idempotency::SafeToRetry,
-        resources: &[],
-    };
-    let call = || async {
-        let response = inner
-            .send(request, timeout)
-            .await
-            .map_err(|e| Box::new(e) as crate::BoxError)?;
-        Ok(envelope::record(&response))
-    };
-    match context.run_llm_effect(effect, call).await {
-        Ok(outcome) => Ok(envelope::rebuild(outcome.into_recorded())),
-        Err(error) => answer_refusal(error),
-    }
-}
-
-/// The body as a JSON object, if it is one.
-fn json_object(body: &Bytes) -> Option<Value> {
-    serde_json::from_slice::<Value>(body)
-        .ok()
-        .filter(Value::is_object)
-}
-
-/// Refusals become the provider-style HTTP answer; other errors stay errors.
-fn answer_refusal(error: Error) -> Result<http::Response<Bytes>, TransportError> {
-    let refusal = match error.kind() {
-        ErrorKind::Blocked => Refusal::new(RefusalKind::Blocked, None),
-        ErrorKind::Terminated => Refusal::new(RefusalKind::Terminated, None),
-        ErrorKind::LeaseSuperseded => Refusal::new(RefusalKind::LeaseSuperseded, None),
-        ErrorKind::Policy => Refusal::new(RefusalKind::Denied, error.reason().map(str::to_owned)),
-        ErrorKind::RateLimited => {
-            Refusal::new(RefusalKind::RateLimited, error.reason().map(str::to_owned))
-        }
-        _ => return Err(TransportError::new(TransportErrorKind::Other, error)),
-    };
-    Ok(envelope::refusal(&refusal))
+#[cfg(feature = "reqwest")]
+fn config_error(error: crate::kernel::TransportError) -> crate::Error {
+    crate::Error::new(crate::ErrorKind::Config, "could not build the HTTP client")
+        .with_source(error)
 }

@@ -1,0 +1,308 @@
+//! [`DurableLlm`]: a tower service that makes provider requests durable, and its layer.
+
+use std::future::Future;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::{StreamExt, TryStreamExt};
+use http_body_util::BodyDataStream;
+use serde_json::Value;
+use tower_service::Service;
+
+use super::body::LlmBody;
+use super::record::{Record, is_event_stream, refusal_response};
+use super::step::{Begin, LlmStep, begin};
+use super::tee::Tee;
+use crate::context::{ExecutionContext, current};
+use crate::error::{BoxError, Error, ErrorKind, Result};
+use crate::kernel::{ByteStream, SharedTransport, StreamingFuture, Transport, TransportError};
+use crate::rt::{BoxFuture, MaybeSend};
+
+/// How long a provider call may take by default, body included.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Provider requests made durable: each one is an `llm_call` step of the current execution.
+///
+/// It is a [`tower_service::Service`] over `http::Request<Bytes>` answering
+/// `http::Response<`[`LlmBody`]`>`, wrapping the service that reaches the provider: a
+/// [`Transport`] (with [`DurableLlm::new`]) or any tower service (with [`DurableLlm::layer`]).
+/// See the [module docs](crate::llm) for what happens to each request.
+///
+/// ```no_run
+/// # #[cfg(feature = "reqwest")]
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// use rebuno::llm::DurableLlm;
+/// let llm = DurableLlm::new(rebuno::kernel::ReqwestTransport::new()?);
+/// let request = http::Request::post("https://api.openai.com/v1/chat/completions")
+///     .header("content-type", "application/json")
+///     .body(r#"{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}"#.into())?;
+/// let answer = llm.send(request).await?.into_body().text().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct DurableLlm<S = TransportService> {
+    inner: S,
+    context: Option<ExecutionContext>,
+}
+
+impl DurableLlm<TransportService> {
+    /// Wraps the transport that reaches the provider (calls time out after
+    /// [`DEFAULT_TIMEOUT`]; see [`TransportService::timeout`]).
+    pub fn new(transport: impl Transport + 'static) -> Self {
+        Self::wrap(TransportService::new(transport))
+    }
+}
+
+impl<S> DurableLlm<S> {
+    /// Wraps any tower service that reaches the provider.
+    pub fn wrap(inner: S) -> Self {
+        Self {
+            inner,
+            context: None,
+        }
+    }
+
+    /// The layer that wraps services in [`DurableLlm`].
+    pub fn layer() -> DurableLlmLayer {
+        DurableLlmLayer::default()
+    }
+
+    /// Records every call in `context` instead of the execution current when the call is made.
+    /// Needed for calls made from a task spawned outside the handler's scope.
+    #[must_use]
+    pub fn bound(mut self, context: ExecutionContext) -> Self {
+        self.context = Some(context);
+        self
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// Sends one request through this service.
+    ///
+    /// # Errors
+    ///
+    /// As [`Service::call`]: a provider that could not be reached, a kernel that could not
+    /// record the call, or a step that failed before and replays its failure.
+    pub async fn send(&self, request: http::Request<Bytes>) -> Result<http::Response<LlmBody>>
+    where
+        Self: Service<http::Request<Bytes>, Response = http::Response<LlmBody>, Error = Error>
+            + Clone,
+    {
+        let mut service = self.clone();
+        std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
+        service.call(request).await
+    }
+}
+
+/// A [`tower_layer::Layer`] producing [`DurableLlm`] services.
+#[derive(Debug, Clone, Default)]
+pub struct DurableLlmLayer {
+    context: Option<ExecutionContext>,
+}
+
+impl DurableLlmLayer {
+    /// Records every call in `context` (see [`DurableLlm::bound`]).
+    #[must_use]
+    pub fn bound(mut self, context: ExecutionContext) -> Self {
+        self.context = Some(context);
+        self
+    }
+}
+
+impl<S> tower_layer::Layer<S> for DurableLlmLayer {
+    type Service = DurableLlm<S>;
+
+    fn layer(&self, inner: S) -> DurableLlm<S> {
+        DurableLlm {
+            inner,
+            context: self.context.clone(),
+        }
+    }
+}
+
+impl<S, B> Service<http::Request<Bytes>> for DurableLlm<S>
+where
+    S: Service<http::Request<Bytes>, Response = http::Response<B>> + Clone + MaybeSend + 'static,
+    S::Future: MaybeSend,
+    S::Error: Into<BoxError>,
+    B: http_body::Body<Data = Bytes> + MaybeSend + 'static,
+    B::Error: Into<BoxError>,
+{
+    type Response = http::Response<LlmBody>;
+    type Error = Error;
+    type Future = BoxFuture<'static, Result<http::Response<LlmBody>>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<Bytes>) -> Self::Future {
+        let inner = self.inner.clone();
+        let bound = self.context.clone();
+        Box::pin(async move {
+            // Read at first poll, so the handler's execution is the one in scope.
+            let context = bound.or_else(current);
+            durable_call(context, request, |request| upstream(inner, request)).await
+        })
+    }
+}
+
+/// Calls a tower service and returns its answer with the body as a byte stream.
+async fn upstream<S, B>(
+    mut service: S,
+    request: http::Request<Bytes>,
+) -> std::result::Result<http::Response<ByteStream>, BoxError>
+where
+    S: Service<http::Request<Bytes>, Response = http::Response<B>>,
+    S::Error: Into<BoxError>,
+    B: http_body::Body<Data = Bytes> + MaybeSend + 'static,
+    B::Error: Into<BoxError>,
+{
+    std::future::poll_fn(|cx| service.poll_ready(cx))
+        .await
+        .map_err(Into::into)?;
+    let response = service.call(request).await.map_err(Into::into)?;
+    Ok(response.map(|body| Box::pin(BodyDataStream::new(body).map_err(Into::into)) as ByteStream))
+}
+
+/// One provider request through the execution (see the module docs for the rules).
+async fn durable_call<F, Fut>(
+    context: Option<ExecutionContext>,
+    request: http::Request<Bytes>,
+    send: F,
+) -> Result<http::Response<LlmBody>>
+where
+    F: FnOnce(http::Request<Bytes>) -> Fut,
+    Fut: Future<Output = std::result::Result<http::Response<ByteStream>, BoxError>>,
+{
+    let step = match begin(context, request.body()).await? {
+        Begin::Bypass => {
+            let response = send(request).await.map_err(provider_error)?;
+            return Ok(response.map(LlmBody::from_stream));
+        }
+        Begin::Replay(record) => {
+            let streamed = record.content_type().is_some_and(is_event_stream);
+            return Ok(record.into_response(streamed));
+        }
+        Begin::Refused(refusal) => return Ok(refusal_response(&refusal)),
+        Begin::Proceed(step) => step,
+    };
+    let asked_to_stream = serde_json::from_slice::<Value>(request.body())
+        .ok()
+        .and_then(|body| body.get("stream").and_then(Value::as_bool))
+        == Some(true);
+    // Like the Python SDK, a provider that cannot be reached leaves the step open: it is
+    // `safe_to_retry`, so a re-delivery sends it again.
+    let response = send(request).await.map_err(provider_error)?;
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let streamed =
+        status < 400 && (asked_to_stream || content_type.as_deref().is_some_and(is_event_stream));
+    if streamed {
+        let content_type = content_type.unwrap_or_else(|| "text/event-stream".to_owned());
+        return Ok(streamed_response(
+            response.into_body(),
+            step,
+            status,
+            content_type,
+        ));
+    }
+    let content_type = content_type.unwrap_or_else(|| "application/json".to_owned());
+    let body = read_all(response.into_body(), &step).await?;
+    let record = Record::new(
+        status,
+        &content_type,
+        String::from_utf8_lossy(&body).into_owned(),
+    );
+    step.record(&record).await?;
+    Ok(record.into_response(false))
+}
+
+/// The live answer of a streamed call: status and content-type, and the body through the tee.
+fn streamed_response(
+    body: ByteStream,
+    step: LlmStep,
+    status: u16,
+    content_type: String,
+) -> http::Response<LlmBody> {
+    let header = http::HeaderValue::try_from(content_type.as_str()).ok();
+    let tee = Tee::new(body, step, status, content_type);
+    let mut response = http::Response::new(LlmBody::from_stream(Box::pin(tee)));
+    *response.status_mut() = http::StatusCode::from_u16(status).unwrap_or_default();
+    if let Some(header) = header {
+        response
+            .headers_mut()
+            .insert(http::header::CONTENT_TYPE, header);
+    }
+    response
+}
+
+/// Reads a whole answer; a read error fails the step and is returned.
+async fn read_all(mut body: ByteStream, step: &LlmStep) -> Result<Vec<u8>> {
+    let mut whole = Vec::new();
+    while let Some(chunk) = body.next().await {
+        match chunk {
+            Ok(chunk) => whole.extend_from_slice(&chunk),
+            Err(error) => {
+                step.fail(&error.to_string()).await?;
+                return Err(provider_error(error));
+            }
+        }
+    }
+    Ok(whole)
+}
+
+fn provider_error(error: BoxError) -> Error {
+    Error::new(
+        ErrorKind::Network,
+        format!("the provider request failed: {error}"),
+    )
+    .with_source(error)
+}
+
+/// A [`Transport`] as a tower service that streams answers, for [`DurableLlm::new`].
+#[derive(Debug, Clone)]
+pub struct TransportService {
+    transport: SharedTransport,
+    timeout: Duration,
+}
+
+impl TransportService {
+    /// Serves requests with `transport`, timing out after [`DEFAULT_TIMEOUT`].
+    pub fn new(transport: impl Transport + 'static) -> Self {
+        Self {
+            transport: SharedTransport::new(transport),
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+
+    /// Sets how long one call may take, body included.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+}
+
+impl Service<http::Request<Bytes>> for TransportService {
+    type Response = http::Response<LlmBody>;
+    type Error = TransportError;
+    type Future = BoxFuture<'static, std::result::Result<http::Response<LlmBody>, TransportError>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<std::result::Result<(), TransportError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<Bytes>) -> Self::Future {
+        let pending: StreamingFuture = self.transport.send_streaming(request, self.timeout);
+        Box::pin(async move { Ok(pending.await?.map(LlmBody::from_stream)) })
+    }
+}

@@ -1,0 +1,207 @@
+//! The `llm_call` step behind one provider request: begin, then record, fail or stream deltas.
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use super::delta::Delta;
+use super::record::Record;
+use crate::context::{Effect, ExecutionContext};
+use crate::error::{Error, ErrorKind, Result};
+use crate::refusal::{Refusal, RefusalKind};
+use crate::tool::Idempotency;
+use crate::wire::{Captures, Decision, error_message};
+
+/// What the kernel decided for a provider request.
+#[derive(Debug)]
+pub(super) enum Begin {
+    /// No execution, or a body that is not a JSON object: send it untouched.
+    Bypass,
+    /// The call was recorded before: serve the record.
+    Replay(Record),
+    /// The kernel refused the call: answer as the provider would.
+    Refused(Refusal),
+    /// Send it, then record the answer on this step.
+    Proceed(LlmStep),
+}
+
+/// A proceeding `llm_call` step.
+#[derive(Debug, Clone)]
+pub(super) struct LlmStep {
+    context: ExecutionContext,
+    id: String,
+}
+
+/// Submits the `llm_call` step for `body` (target = its `model`, args = the whole body).
+pub(super) async fn begin(context: Option<ExecutionContext>, body: &Bytes) -> Result<Begin> {
+    let (Some(context), Some(payload)) = (context, json_object(body)) else {
+        return Ok(Begin::Bypass);
+    };
+    let target = target(&payload);
+    let effect = Effect {
+        kind: "llm_call",
+        target: &target,
+        args: payload,
+        idempotency: Idempotency::SafeToRetry,
+        resources: &[],
+    };
+    let decision = match context.submit(&effect).await {
+        Ok(decision) => decision,
+        Err(error) => return refused(error),
+    };
+    match decision.decision {
+        Decision::Replay => match &decision.error {
+            Some(error) => Err(Error::new(
+                ErrorKind::Tool,
+                format!("{target}: {}", error_message(error)),
+            )
+            .with_tool(&target, decision.step_id.as_deref())),
+            None => Ok(Begin::Replay(Record::from_value(
+                decision.result.as_ref().unwrap_or(&Value::Null),
+            ))),
+        },
+        Decision::Proceed => match decision.step_id {
+            Some(id) if !id.is_empty() => Ok(Begin::Proceed(LlmStep { context, id })),
+            _ => Err(Error::new(
+                ErrorKind::Protocol,
+                "kernel said proceed without a step_id",
+            )),
+        },
+        _ => refused(context.refusal(decision)),
+    }
+}
+
+/// The request body as a JSON object, if it is one.
+fn json_object(body: &Bytes) -> Option<Value> {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .filter(Value::is_object)
+}
+
+/// The step's target: the body's `model` as text (`""` when absent or empty, as in Python).
+fn target(payload: &Value) -> String {
+    match payload.get("model") {
+        None | Some(Value::Null | Value::Bool(false)) => String::new(),
+        Some(Value::String(model)) => model.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// Refusals become an answer; any other error stays an error.
+fn refused(error: Error) -> Result<Begin> {
+    let reason = || error.reason().map(str::to_owned);
+    let kind = match error.kind() {
+        ErrorKind::Blocked => RefusalKind::Blocked,
+        ErrorKind::Terminated => RefusalKind::Terminated,
+        ErrorKind::LeaseSuperseded => RefusalKind::LeaseSuperseded,
+        ErrorKind::Policy => RefusalKind::Denied,
+        ErrorKind::RateLimited => RefusalKind::RateLimited,
+        _ => return Err(error),
+    };
+    Ok(Begin::Refused(Refusal::new(kind, reason())))
+}
+
+impl LlmStep {
+    /// Milliseconds on the host's clock (drives the delta flush timer).
+    pub(super) fn now(&self) -> u64 {
+        self.context.kernel().runtime().unix_millis()
+    }
+
+    /// Records the answer as the step's result.
+    pub(super) async fn record(&self, record: &Record) -> Result<()> {
+        let context = &self.context;
+        context.guard()?;
+        let answer = context
+            .kernel()
+            .complete_step(
+                context.id(),
+                &self.id,
+                context.lease(),
+                &record.to_value(),
+                &Captures::default(),
+            )
+            .await
+            .map_err(|e| context.note(e))?;
+        match answer.decision {
+            Decision::ExecutionTerminal => Err(context.note(Error::terminated())),
+            _ => Ok(()),
+        }
+    }
+
+    /// Fails the step with `{"message"}`. Only control flow is reported; other errors are
+    /// logged, since the caller is already handling the failure that caused this.
+    pub(super) async fn fail(&self, message: &str) -> Result<()> {
+        let context = &self.context;
+        context.guard()?;
+        let error = serde_json::json!({ "message": message });
+        let answer = context
+            .kernel()
+            .fail_step(
+                context.id(),
+                &self.id,
+                context.lease(),
+                &error,
+                &Captures::default(),
+            )
+            .await;
+        match answer.map_err(|e| context.note(e)) {
+            Err(e) if e.is_control_flow() => Err(e),
+            Err(e) => {
+                tracing::warn!(error = %e, step_id = %self.id, "could not record the LLM call's failure");
+                Ok(())
+            }
+            Ok(_) => Ok(()),
+        }
+    }
+
+    /// Publishes live deltas in order. Best-effort: a failure is logged and the rest dropped.
+    pub(super) async fn publish(&self, deltas: Vec<Delta>) {
+        let context = &self.context;
+        for delta in deltas {
+            if context.guard().is_err() {
+                return;
+            }
+            let sent = context
+                .kernel()
+                .stream_delta(
+                    context.id(),
+                    &self.id,
+                    context.lease(),
+                    delta.seq,
+                    &delta.data,
+                )
+                .await;
+            if let Err(error) = sent {
+                tracing::debug!(%error, step_id = %self.id, seq = delta.seq, "stream delta not published");
+                let _ = context.note(error);
+                return;
+            }
+        }
+    }
+
+    /// Hands `work` to the execution to run before its next step (see `Tee`'s drop).
+    pub(super) fn defer(&self, work: crate::rt::BoxFuture<'static, ()>) {
+        self.context.defer(work);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_target_is_the_model_as_text() {
+        assert_eq!(target(&json!({"model": "gpt-4o"})), "gpt-4o");
+        assert_eq!(target(&json!({"messages": []})), "");
+        assert_eq!(target(&json!({"model": null})), "");
+        assert_eq!(target(&json!({"model": 7})), "7");
+    }
+
+    #[test]
+    fn only_json_objects_are_intercepted() {
+        assert!(json_object(&Bytes::from_static(b"{\"model\":\"m\"}")).is_some());
+        for body in [&b""[..], b"[1]", b"not json", b"\"text\""] {
+            assert!(json_object(&Bytes::copy_from_slice(body)).is_none());
+        }
+    }
+}
