@@ -4,6 +4,8 @@
 #![cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
 
 mod agent;
+#[cfg(feature = "async-openai")]
+pub mod async_openai;
 mod body;
 mod client;
 mod config;
@@ -29,7 +31,7 @@ mod wrap;
 
 pub use agent::{Agent, AgentBuilder, Dispatch, ResponseFuture};
 pub use body::Body;
-pub use client::{Client, ClientBuilder, CreateExecution, ListExecutions};
+pub use client::{Client, ClientBuilder, CreateExecution, DeltaStream, ListExecutions, StepDelta};
 pub use context::{ExecutionContext, Scoped, execution, previous};
 pub use error::{BoxError, Error, ErrorKind, HandlerError, Result};
 pub use refusal::{REFUSAL_TYPE, Refusal, RefusalKind, raise_for_refusal};

@@ -2,6 +2,7 @@
 
 mod builder;
 mod requests;
+mod stream;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +15,7 @@ use serde_json::json;
 
 pub use self::builder::ClientBuilder;
 pub use self::requests::{CreateExecution, ListExecutions};
+pub use self::stream::{DeltaStream, StepDelta};
 use crate::Secret;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kernel::{BaseUrl, Exchange, Replayable, encode_segment};
