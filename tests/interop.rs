@@ -140,6 +140,8 @@ struct Interop {
     dir: PathBuf,
     agents: Vec<PyAgent>,
     watched: Vec<Uuid>,
+    /// A Rust agent served next to the Python ones (the cross-SDK LLM test).
+    rust_agent: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
 }
 
 impl Interop {
@@ -157,6 +159,7 @@ impl Interop {
             dir,
             agents: Vec::new(),
             watched: Vec::new(),
+            rust_agent: None,
         }
     }
 
@@ -1412,4 +1415,176 @@ async fn a_python_resource_is_checkpointed_and_restored_in_a_fork() {
     let fork_bound = only(&fork_events, "resource.bound");
     assert!(fork_bound.seq > started, "the fork binds its own directory");
     assert_ne!(fork_bound.payload["binding"], bound.payload["binding"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// f. durable LLM calls across SDKs
+// ---------------------------------------------------------------------------------------------
+
+#[path = "support/llm_stub.rs"]
+#[allow(dead_code, unreachable_pub)]
+mod llm_stub;
+
+/// The OpenAI-style chat content of an answer: `choices[0].message.content`, or the
+/// concatenated `choices[0].delta.content` of an event stream.
+fn chat_content(raw: &str, streamed: bool) -> Value {
+    if !streamed {
+        let body: Value = serde_json::from_str(raw).unwrap_or_default();
+        return body["choices"][0]["message"]["content"].clone();
+    }
+    let text: String = raw
+        .split("\n\n")
+        .filter_map(|event| event.strip_prefix("data:"))
+        .map(str::trim)
+        .filter(|data| *data != "[DONE]")
+        .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+        .filter_map(|event| {
+            event["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    json!(text)
+}
+
+/// The Rust twin of `llm_agent.py`: the same request through `rebuno::llm::fetch`, the same
+/// output shape; it hangs after the call on its first delivery when asked to.
+async fn rust_llm_call(input: Value) -> Result<Value, rebuno::HandlerError> {
+    let streamed = input["stream"].as_bool().unwrap_or(false);
+    let body = json!({
+        "model": "gpt-test",
+        "messages": [{ "role": "user", "content": input["prompt"].as_str().unwrap_or("hi") }],
+        "stream": streamed,
+    });
+    let request = http::Request::post(input["url"].as_str().unwrap_or_default())
+        .header("content-type", "application/json")
+        .body(bytes::Bytes::from(body.to_string()))?;
+    let response = rebuno::llm::fetch(request).await?;
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let raw = response.into_body().text().await?;
+    if input["hang"] == true && rebuno::execution()?.dispatch_attempt() == 1 {
+        std::future::pending::<()>().await;
+    }
+    Ok(json!({
+        "content": if status < 400 { chat_content(&raw, streamed) } else { Value::Null },
+        "raw": raw,
+        "status": status,
+        "content_type": content_type,
+    }))
+}
+
+impl Interop {
+    /// Serves the Rust twin of `llm_agent.py` and points `interop-llm` at it.
+    async fn serve_rust_llm_agent(&self) -> tokio::task::JoinHandle<std::io::Result<()>> {
+        let agent = rebuno::Agent::builder("interop-llm")
+            .secret(SECRET)
+            .base_url(self.kernel.url())
+            .build()
+            .expect("rust agent");
+        agent.bind(rust_llm_call);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let webhook = format!("http://{}/webhook", listener.local_addr().unwrap());
+        self.kernel
+            .register_agent(AgentSpec::new("interop-llm", webhook, SECRET))
+            .expect("register the rust agent");
+        tokio::spawn(std::future::IntoFuture::into_future(rebuno_hyper::serve(
+            listener, agent,
+        )))
+    }
+
+    async fn wait_event(&self, id: Uuid, kind: &str) {
+        for _ in 0..3000 {
+            if self.kernel.events(id).iter().any(|e| e.kind == kind) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("no {kind} for {id}\n{}", self.diagnostics());
+    }
+}
+
+/// The one `llm_call` step's record, checked for the shape both SDKs write.
+fn llm_record(steps: &[Step], streamed: bool) -> Value {
+    let step = step_named(steps, "gpt-test");
+    assert_eq!(
+        (step.kind.as_str(), step.status),
+        ("llm_call", StepStatus::Succeeded)
+    );
+    assert_eq!(step.idempotency, "safe_to_retry");
+    let record = step.result.clone().expect("a recorded answer");
+    let content_type = if streamed {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    assert_eq!(record["status"], 200);
+    assert_eq!(record["headers"], json!({ "content-type": content_type }));
+    record
+}
+
+/// Records an answer with the agent serving `interop-llm` now (which hangs after recording),
+/// then re-delivers to `switch`'s agent and returns what that one handed its handler.
+async fn record_then_replay_elsewhere(
+    h: &mut Interop,
+    stub: &llm_stub::LlmStub,
+    streamed: bool,
+    switch: impl AsyncFnOnce(&mut Interop),
+) -> (Value, Value) {
+    let input = json!({ "url": stub.chat_url(), "stream": streamed, "prompt": "hi", "hang": true });
+    let id = h.create("interop-llm", input).await;
+    h.wait_event(id, "step.succeeded").await;
+    let hits = stub.hits();
+    switch(h).await;
+    h.kernel.redeliver(id).expect("redeliver");
+    let done = h.wait_terminal(id).await;
+    assert_eq!(
+        done.status,
+        ExecutionStatus::Completed,
+        "{}",
+        done.failure_reason
+    );
+    assert_eq!(stub.hits(), hits, "the replay did not call the provider");
+    let record = llm_record(&h.kernel.steps(id), streamed);
+    (record, done.output.expect("output"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_llm_call_recorded_by_python_replays_byte_for_byte_in_rust_and_back() {
+    let stub = llm_stub::LlmStub::start().await;
+    stub.set_reply("Grüße ☕ from the stub, in several chunks");
+    let mut h = Interop::start("llm").await;
+
+    for streamed in [false, true] {
+        // Python records, Rust replays.
+        h.serve("llm_agent", "interop-llm", None).await;
+        let (record, output) = record_then_replay_elsewhere(&mut h, &stub, streamed, async |h| {
+            h.rust_agent = Some(h.serve_rust_llm_agent().await);
+        })
+        .await;
+        assert_eq!(
+            output["raw"], record["body"],
+            "python → rust, stream={streamed}"
+        );
+        assert_eq!(output["content"], json!(stub.reply()));
+        assert_eq!(output["content_type"], record["headers"]["content-type"]);
+
+        // Rust records, Python replays.
+        let (record, output) = record_then_replay_elsewhere(&mut h, &stub, streamed, async |h| {
+            h.serve("llm_agent", "interop-llm", None).await;
+        })
+        .await;
+        assert_eq!(
+            output["raw"], record["body"],
+            "rust → python, stream={streamed}"
+        );
+        assert_eq!(output["content"], json!(stub.reply()));
+        assert_eq!(output["status"], 200);
+    }
+    assert_eq!(stub.hits(), 4, "each answer was fetched once");
 }

@@ -9,6 +9,7 @@
     clippy::disallowed_methods
 )]
 
+pub mod llm_stub;
 pub mod notebook;
 
 use std::net::SocketAddr;
