@@ -1,20 +1,30 @@
 //! A coding agent with a checkpointed workspace: `write_file` and `read_file` tools on a local
-//! [`DirectoryWorkspace`], checkpointed after every 5 writes. A scripted stand-in for the LLM
-//! (a fixed list of tool calls) keeps it offline. After the run, the example forks the
-//! execution at the checkpoint taken after the fifth write: the fork starts from a fresh
-//! directory restored from that snapshot, and prints what it found there.
+//! [`DirectoryWorkspace`], checkpointed after every 5 writes, driven by a chat model whose every
+//! call is a durable `llm_call` step (through `rebuno::llm::fetch`): recorded once, replayed
+//! after a crash or in a fork, and subject to policy.
+//!
+//! The model is any OpenAI-compatible chat-completions endpoint with tool calling when
+//! `LLM_MODEL` and `LLM_BASE_URL` are set (`OPENAI_API_KEY` is sent as a bearer token when set),
+//! e.g. `LLM_BASE_URL=https://api.openai.com/v1 LLM_MODEL=gpt-4o-mini` (build with `--features
+//! rustls` for https). Otherwise a scripted model is served on loopback, so the example runs
+//! offline. After the run, the example forks the execution at the checkpoint taken after the
+//! fifth write: the fork starts from a fresh directory restored from that snapshot, replays the
+//! recorded model calls before the fork point, and prints what it found.
 //!
 //! Run with: `cargo run --example coder` (the `dir` feature is on for examples; elsewhere,
 //! `cargo run --example coder --features dir`)
 
 #[path = "common/mod.rs"]
 mod common;
+#[path = "common/model.rs"]
+mod model;
 
 use std::time::Duration;
 
+use model::Reply;
 use rebuno::resource::drivers::{DirectoryWorkspace, Workspace};
 use rebuno::resource::{Checkpoints, resource};
-use rebuno::{Client, HandlerError, Tool, define_tool, step};
+use rebuno::{Client, HandlerError, Tool, define_tool};
 use rebuno_devkernel::{CreateExecution, DevKernel};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -30,24 +40,12 @@ struct ReadFile {
     path: String,
 }
 
-/// One turn of the (scripted) model: a tool call, or the final answer.
-#[derive(Serialize, Deserialize)]
-#[serde(tag = "tool", rename_all = "snake_case")]
-enum Turn {
-    WriteFile(WriteFile),
-    ReadFile(ReadFile),
-    Answer { text: String },
-}
-
-/// What a model would decide on turn `n`: a fixed script, so the example runs offline.
-fn scripted_model(n: usize) -> Turn {
+/// What the scripted stand-in decides on turn `n` (when no real model is configured).
+fn script(n: usize) -> Reply {
     let write = |path: &str, content: &str| {
-        Turn::WriteFile(WriteFile {
-            path: path.into(),
-            content: content.into(),
-        })
+        Reply::Tool("write_file", json!({ "path": path, "content": content }))
     };
-    let read = |path: &str| Turn::ReadFile(ReadFile { path: path.into() });
+    let read = |path: &str| Reply::Tool("read_file", json!({ "path": path }));
     let script = [
         write("Cargo.toml", "[package]\nname = \"fizzbuzz\"\n"),
         write("src/lib.rs", "pub fn fizz(n: u32) -> bool { n % 3 == 0 }\n"),
@@ -69,9 +67,56 @@ fn scripted_model(n: usize) -> Turn {
         write(".gitignore", "target/\n"),
         read("src/lib.rs"),
     ];
-    script.into_iter().nth(n).unwrap_or(Turn::Answer {
-        text: "fizzbuzz is ready".into(),
-    })
+    script
+        .into_iter()
+        .nth(n)
+        .unwrap_or(Reply::Text("fizzbuzz is ready"))
+}
+
+/// Where the model is: a chat-completions base URL, a model name and maybe a key.
+#[derive(Clone)]
+struct Model {
+    base_url: String,
+    name: String,
+    api_key: Option<String>,
+}
+
+impl Model {
+    /// One chat completion: a durable `llm_call` step. Returns the assistant message.
+    async fn complete(&self, messages: &[Value]) -> Result<Value, HandlerError> {
+        let body = json!({ "model": self.name, "messages": messages, "tools": tool_specs() });
+        let mut request = http::Request::post(format!("{}/chat/completions", self.base_url))
+            .header(http::header::CONTENT_TYPE, "application/json");
+        if let Some(key) = &self.api_key {
+            request = request.header(http::header::AUTHORIZATION, format!("Bearer {key}"));
+        }
+        let response = rebuno::llm::fetch(request.body(body.to_string().into())?).await?;
+        let status = response.status();
+        let text = response.into_body().text().await?;
+        if !status.is_success() {
+            return Err(format!("the model answered {status}: {text}").into());
+        }
+        let completion: Value = serde_json::from_str(&text)?;
+        Ok(completion["choices"][0]["message"].clone())
+    }
+}
+
+/// The tools as the model sees them (OpenAI function-calling format).
+fn tool_specs() -> Value {
+    let file = |name: &str, description: &str, content: bool| {
+        let mut properties = json!({ "path": { "type": "string" } });
+        let mut required = vec!["path"];
+        if content {
+            properties["content"] = json!({ "type": "string" });
+            required.push("content");
+        }
+        json!({ "type": "function", "function": { "name": name, "description": description,
+            "parameters": { "type": "object", "properties": properties, "required": required } } })
+    };
+    json!([
+        file("write_file", "Write a file in the workspace.", true),
+        file("read_file", "Read a file from the workspace.", false),
+    ])
 }
 
 /// The `write_file` tool: it changes the workspace, so it declares it.
@@ -100,25 +145,39 @@ fn read_file(workspace: &Workspace) -> Tool<ReadFile, String> {
         })
 }
 
-/// The coder: asks the model for a turn (a recorded step, as an LLM call would be) and runs
-/// the tool it picks, until it answers.
-async fn coder(driver: DirectoryWorkspace, task: String) -> Result<Value, HandlerError> {
+/// The coder: asks the model what to do and runs the tools it calls, until it answers.
+async fn coder(
+    driver: DirectoryWorkspace,
+    model: Model,
+    task: String,
+) -> Result<Value, HandlerError> {
     let workspace = resource("workspace", driver, Checkpoints::every(5)).await?;
     let restored = workspace.list()?; // empty on a first run; a fork's restored files
     let (write, read) = (write_file(&workspace), read_file(&workspace));
-    let mut transcript = vec![format!("task: {task}")];
-    for n in 0.. {
-        let model = || async move { Ok::<_, HandlerError>(scripted_model(n)) };
-        let turn: Turn = step(&format!("model turn {n}"), model).await?;
-        let observation = match turn {
-            Turn::WriteFile(args) => write.call(args).await?,
-            Turn::ReadFile(args) => read.call(args).await?,
-            Turn::Answer { text } => {
-                transcript.push(text);
-                break;
-            }
+    let mut messages = vec![
+        json!({ "role": "system", "content": "You write code with the tools you have. Answer briefly when done." }),
+        json!({ "role": "user", "content": task }),
+    ];
+    let mut transcript = Vec::new();
+    for _ in 0..MAX_TURNS {
+        let message = model.complete(&messages).await?;
+        messages.push(message.clone());
+        let Some(calls) = message["tool_calls"].as_array().filter(|c| !c.is_empty()) else {
+            transcript.push(message["content"].as_str().unwrap_or_default().to_owned());
+            break;
         };
-        transcript.push(observation);
+        for call in calls {
+            let arguments = call["function"]["arguments"].as_str().unwrap_or("{}");
+            let observation = match call["function"]["name"].as_str() {
+                Some("write_file") => write.call(serde_json::from_str(arguments)?).await?,
+                Some("read_file") => read.call(serde_json::from_str(arguments)?).await?,
+                other => format!("no tool named {other:?}"),
+            };
+            transcript.push(observation.clone());
+            messages.push(
+                json!({ "role": "tool", "tool_call_id": call["id"], "content": observation }),
+            );
+        }
     }
     Ok(json!({
         "restored_files": restored,
@@ -126,6 +185,27 @@ async fn coder(driver: DirectoryWorkspace, task: String) -> Result<Value, Handle
         "workspace": workspace.path(),
         "transcript": transcript,
     }))
+}
+
+/// The most model calls one run makes.
+const MAX_TURNS: usize = 30;
+
+/// The configured model, or the scripted stand-in served on loopback.
+async fn model() -> Result<Model, Box<dyn std::error::Error>> {
+    if let (Ok(name), Ok(base_url)) = (std::env::var("LLM_MODEL"), std::env::var("LLM_BASE_URL")) {
+        let api_key = std::env::var("OPENAI_API_KEY").ok();
+        return Ok(Model {
+            base_url,
+            name,
+            api_key,
+        });
+    }
+    let base_url = model::serve(script).await?;
+    Ok(Model {
+        base_url,
+        name: "scripted-coder".into(),
+        api_key: None,
+    })
 }
 
 #[tokio::main]
@@ -136,14 +216,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Every change goes through write_file, so a checkpoint stays valid until the next write.
     let driver = DirectoryWorkspace::new(&root).with_coverage_reuse(true);
 
+    let model = model().await?;
+    println!("model: {} at {}", model.name, model.base_url);
+
     let agent = common::agent(&kernel, "coder")?;
     agent.bind(move |input: Value| {
-        let driver = driver.clone();
+        let (driver, model) = (driver.clone(), model.clone());
         let task = input["task"]
             .as_str()
             .unwrap_or("write fizzbuzz")
             .to_owned();
-        coder(driver, task)
+        coder(driver, model, task)
     });
     common::serve(&kernel, agent, None).await?;
 

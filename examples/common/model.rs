@@ -1,0 +1,72 @@
+//! A scripted OpenAI-compatible chat model on a loopback port, so LLM examples run offline.
+//!
+//! `POST /v1/chat/completions` answers turn `n` of the script, where `n` counts the `tool`
+//! messages already in the conversation: either one tool call or a final text answer, in the
+//! chat-completions shape real providers use.
+
+#![allow(dead_code, clippy::disallowed_methods)] // examples are hosts: they may spawn
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+/// What the scripted model says on one turn.
+pub(crate) enum Reply {
+    /// Call `name` with these arguments.
+    Tool(&'static str, Value),
+    /// Answer with text.
+    Text(&'static str),
+}
+
+/// Serves `script` and returns the base URL (`http://127.0.0.1:PORT/v1`).
+pub(crate) async fn serve(script: fn(usize) -> Reply) -> std::io::Result<String> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let base = format!("http://{}/v1", listener.local_addr()?);
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let service = hyper::service::service_fn(move |request| answer(request, script));
+            tokio::spawn(
+                auto::Builder::new(TokioExecutor::new())
+                    .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                    .into_owned(),
+            );
+        }
+    });
+    Ok(base)
+}
+
+async fn answer(
+    request: http::Request<hyper::body::Incoming>,
+    script: fn(usize) -> Reply,
+) -> Result<http::Response<Full<Bytes>>, Infallible> {
+    let body = request.into_body().collect().await.map(|b| b.to_bytes());
+    let body: Value = serde_json::from_slice(&body.unwrap_or_default()).unwrap_or_default();
+    let turn = body["messages"]
+        .as_array()
+        .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
+    let message = match script(turn) {
+        Reply::Tool(name, arguments) => json!({
+            "role": "assistant", "content": null,
+            "tool_calls": [{ "id": format!("call_{turn}"), "type": "function",
+                "function": { "name": name, "arguments": arguments.to_string() } }],
+        }),
+        Reply::Text(text) => json!({ "role": "assistant", "content": text }),
+    };
+    let completion = json!({
+        "id": format!("chatcmpl-script-{turn}"), "object": "chat.completion", "created": 0,
+        "model": body["model"], "choices": [{ "index": 0, "message": message,
+            "finish_reason": if message["tool_calls"].is_null() { "stop" } else { "tool_calls" } }],
+        "usage": { "prompt_tokens": 20 + 10 * turn, "completion_tokens": 12 },
+    });
+    let mut response = http::Response::new(Full::new(Bytes::from(completion.to_string())));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    Ok(response)
+}
