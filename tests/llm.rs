@@ -21,6 +21,34 @@ use support::*;
 use tokio::sync::Semaphore;
 use uuid::Uuid;
 
+/// A provider as a plain tower service with its own body type: what `DurableLlmLayer` wraps.
+#[derive(Clone)]
+struct Canned;
+
+impl tower_service::Service<http::Request<Bytes>> for Canned {
+    type Response = http::Response<http_body_util::Full<Bytes>>;
+    type Error = std::convert::Infallible;
+    type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: http::Request<Bytes>) -> Self::Future {
+        let mut response = http::Response::new(http_body_util::Full::new(Bytes::from_static(
+            br#"{"choices":[{"message":{"content":"canned"}}]}"#,
+        )));
+        response.headers_mut().insert(
+            "content-type",
+            http::HeaderValue::from_static("application/json"),
+        );
+        std::future::ready(Ok(response))
+    }
+}
+
 /// How the handler treats the answer.
 #[derive(Clone, Copy)]
 enum Read {
@@ -44,7 +72,12 @@ async fn ask(input: &Value) -> Result<Value, HandlerError> {
     let request = http::Request::post(input["url"].as_str().unwrap_or_default())
         .header("content-type", "application/json")
         .body(body)?;
-    let response = rebuno::llm::fetch(request).await?;
+    let response = if input["canned"].as_bool() == Some(true) {
+        let service = tower_layer::Layer::layer(&rebuno::llm::DurableLlmLayer::new(), Canned);
+        service.send(request).await?
+    } else {
+        rebuno::llm::fetch(request).await?
+    };
     let status = response.status().as_u16();
     let read = match input["read"].as_str() {
         Some("until_done") => Read::UntilDone,
@@ -448,5 +481,29 @@ async fn requests_outside_an_execution_or_without_a_json_body_pass_through() {
     assert_eq!(done.status, ExecutionStatus::Completed);
     assert_eq!(stub.hits(), 2, "the non-JSON request reached the provider");
     assert!(asker.kernel.steps(id).is_empty(), "and was not recorded");
+    asker.served.shutdown().await;
+}
+
+#[tokio::test]
+async fn any_tower_service_wrapped_by_the_layer_is_recorded_and_replayed() {
+    let _trace = trace_init();
+    let asker = asker(None, false).await;
+    let id = asker
+        .create(json!({ "url": "http://provider.invalid/v1/chat/completions", "canned": true, "hang_first": true }))
+        .await;
+    asker.wait_event(id, "step.succeeded").await;
+
+    let done = asker.redeliver_and_finish(id).await;
+
+    assert_eq!(done.status, ExecutionStatus::Completed);
+    let record = asker.llm_step(id)["result"].clone();
+    assert_eq!(
+        record["body"],
+        r#"{"choices":[{"message":{"content":"canned"}}]}"#
+    );
+    assert_eq!(done.output.unwrap()["text"], record["body"]);
+    let events = types(&asker.kernel.events(id));
+    let runs = events.iter().filter(|e| *e == "step.executing").count();
+    assert_eq!(runs, 1, "the second delivery replayed: {events:?}");
     asker.served.shutdown().await;
 }

@@ -26,7 +26,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 ///
 /// It is a [`tower_service::Service`] over `http::Request<Bytes>` answering
 /// `http::Response<`[`LlmBody`]`>`, wrapping the service that reaches the provider: a
-/// [`Transport`] (with [`DurableLlm::new`]) or any tower service (with [`DurableLlm::layer`]).
+/// [`Transport`] (with [`DurableLlm::new`]) or any tower service (with [`DurableLlm::wrap`] or
+/// [`DurableLlmLayer`]).
 /// See the [module docs](crate::llm) for what happens to each request.
 ///
 /// ```no_run
@@ -63,11 +64,6 @@ impl<S> DurableLlm<S> {
         }
     }
 
-    /// The layer that wraps services in [`DurableLlm`].
-    pub fn layer() -> DurableLlmLayer {
-        DurableLlmLayer::default()
-    }
-
     /// Records every call in `context` instead of the execution current when the call is made.
     /// Needed for calls made from a task spawned outside the handler's scope.
     #[must_use]
@@ -99,12 +95,30 @@ impl<S> DurableLlm<S> {
 }
 
 /// A [`tower_layer::Layer`] producing [`DurableLlm`] services.
+///
+/// ```
+/// # #[derive(Clone)] struct Provider;
+/// # impl tower_service::Service<http::Request<bytes::Bytes>> for Provider {
+/// #     type Response = http::Response<http_body_util::Full<bytes::Bytes>>;
+/// #     type Error = std::convert::Infallible;
+/// #     type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+/// #     fn poll_ready(&mut self, _: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), Self::Error>> { std::task::Poll::Ready(Ok(())) }
+/// #     fn call(&mut self, _: http::Request<bytes::Bytes>) -> Self::Future { std::future::ready(Ok(http::Response::default())) }
+/// # }
+/// use tower_layer::Layer;
+/// let durable = rebuno::llm::DurableLlmLayer::new().layer(Provider);
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct DurableLlmLayer {
     context: Option<ExecutionContext>,
 }
 
 impl DurableLlmLayer {
+    /// A layer recording calls in the execution current when each call is made.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
     /// Records every call in `context` (see [`DurableLlm::bound`]).
     #[must_use]
     pub fn bound(mut self, context: ExecutionContext) -> Self {
@@ -169,8 +183,9 @@ where
     Ok(response.map(|body| Box::pin(BodyDataStream::new(body).map_err(Into::into)) as ByteStream))
 }
 
-/// One provider request through the execution (see the module docs for the rules).
-async fn durable_call<F, Fut>(
+/// One provider request through the execution (see the module docs for the rules): the shared
+/// engine of [`DurableLlm`] and the client integrations. `send` reaches the provider.
+pub(crate) async fn durable_call<F, Fut>(
     context: Option<ExecutionContext>,
     request: http::Request<Bytes>,
     send: F,
