@@ -16,7 +16,7 @@ pub mod llm;
 pub mod mcp;
 mod refusal;
 pub mod resource;
-#[cfg(all(feature = "rig", not(target_arch = "wasm32")))]
+#[cfg(feature = "rig")]
 pub mod rig;
 pub mod rt;
 #[cfg(feature = "schemars")]

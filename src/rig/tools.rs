@@ -1,16 +1,4 @@
-//! Hand Rebuno tools to [rig](https://docs.rs/rig-core) (feature `rig`).
-//!
-//! A tool made with [`define_tool`](crate::define_tool), [`wrap_tool`](crate::wrap_tool) or the
-//! MCP wrappers becomes a rig [`DynamicTool`]: rig sees its name, description and JSON Schema,
-//! and every call rig makes goes through the kernel like any other (policy, replay, audit). A
-//! denial reaches the model as the usual `"<name> not allowed. reason: <reason>"` result.
-//!
-//! ```no_run
-//! # fn demo(search: rebuno::Tool<serde_json::Value, serde_json::Value>) -> rebuno::Result<()> {
-//! let tool = rebuno::rig::dynamic_tool(search.into_dyn())?;
-//! // register `tool` with a rig agent or tool registry
-//! # Ok(()) }
-//! ```
+//! Rebuno tools as rig [`DynamicTool`]s.
 
 use std::sync::Arc;
 

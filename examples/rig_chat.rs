@@ -1,0 +1,150 @@
+//! A durable agent that asks a model through rig: the rig provider sends through
+//! `rebuno::rig::Durable`, so every completion is an `llm_call` step, recorded once and replayed
+//! on re-delivery, streamed live, and subject to policy.
+//!
+//! Run with: `cargo run --example rig_chat --features rig`
+//!
+//! It starts the dev kernel in-process, serves the agent on a loopback port, runs one execution
+//! and prints the answer as it streams, then the output and the event log.
+//!
+//! The model: set `LLM_BASE_URL` (e.g. `https://api.openai.com/v1`, or
+//! `http://localhost:11434/v1` for Ollama), `LLM_MODEL` (default `gpt-4o-mini`) and
+//! `OPENAI_API_KEY`. For an `https://` URL add the `rustls` feature:
+//! `cargo run --example rig_chat --features rig,rustls`. With `LLM_BASE_URL` unset, a tiny
+//! OpenAI-style stub runs in-process, so the example works offline.
+
+#![allow(clippy::disallowed_methods)] // examples are hosts: they may spawn
+
+#[path = "common/mod.rs"]
+mod common;
+
+use std::convert::Infallible;
+use std::io::Write;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use rebuno::rig::Durable;
+use rebuno::{Agent, HandlerError};
+use rebuno_devkernel::{CreateExecution, DevKernel};
+use rig_core::completion::CompletionRequest;
+use rig_core::providers::openai::{OpenAI, OpenAIConfig};
+use rig_core::streaming::{Item, StreamEvent};
+use rig_reqwest::ReqwestClient;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+#[derive(Deserialize)]
+struct Input {
+    question: String,
+}
+
+/// The agent: one streamed chat completion, printed as it arrives.
+fn bind(agent: &Agent, openai: OpenAI, model: String) {
+    agent.bind(move |input: Input| {
+        let chat = openai.chat(model.clone());
+        async move {
+            let request =
+                CompletionRequest::new(input.question).preamble("Answer in one short sentence.");
+            // A refusal by policy arrives as rig's provider error (a 403 whose body names the
+            // refusal); `?` hands it to the runner, which fails the execution with its reason.
+            let mut events = chat.stream(request)?;
+            let mut answer = String::new();
+            while let Some(item) = events.next().await {
+                if let Item::Event(StreamEvent::Text { text, .. }) = item? {
+                    print!("{text}");
+                    let _ = std::io::stdout().flush();
+                    answer.push_str(&text);
+                }
+            }
+            println!();
+            Ok::<_, HandlerError>(json!({ "answer": answer }))
+        }
+    });
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    common::init_logs();
+    let (base_url, model) = match std::env::var("LLM_BASE_URL") {
+        Ok(url) if !url.is_empty() => {
+            let model = std::env::var("LLM_MODEL").unwrap_or_else(|_| "gpt-4o-mini".into());
+            (url, model)
+        }
+        _ => (stub().await?, "stub-model".to_owned()),
+    };
+    let key = std::env::var("OPENAI_API_KEY").unwrap_or_else(|_| "not-needed".into());
+    // Built once: each call finds the execution it runs in when it is sent.
+    let openai = OpenAIConfig::new(key)
+        .with_base_url(base_url.trim_end_matches('/'))
+        .connect(Durable::new(ReqwestClient::default()));
+
+    let kernel = DevKernel::start().await?;
+    let agent = common::agent(&kernel, "rig_chat")?;
+    bind(&agent, openai, model);
+    common::serve(&kernel, agent, None).await?;
+    println!("dev kernel at {}, model at {base_url}\n", kernel.url());
+
+    let question = json!({ "question": "What does a durable execution runtime do?" });
+    let created = kernel
+        .create_execution(CreateExecution::new("rig_chat", question))
+        .await?;
+    let done = common::finish(&kernel, created.id).await?;
+    common::report(&done, &kernel.events(done.id));
+    kernel.shutdown().await;
+    Ok(())
+}
+
+/// Serves `POST /v1/chat/completions` on a loopback port, OpenAI style; returns its base URL.
+async fn stub() -> Result<String, Box<dyn std::error::Error>> {
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let base_url = format!("http://{}/v1", listener.local_addr()?);
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let service = hyper::service::service_fn(|request| async move {
+                Ok::<_, Infallible>(answer(request).await)
+            });
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service),
+            );
+        }
+    });
+    Ok(base_url)
+}
+
+/// The stub's answer: server-sent chunks when the request asks to stream, else one completion.
+async fn answer(
+    request: http::Request<hyper::body::Incoming>,
+) -> http::Response<http_body_util::Full<Bytes>> {
+    use http_body_util::BodyExt;
+    const WORDS: [&str; 6] = ["It ", "runs ", "your ", "agent ", "to ", "completion."];
+    let body = request.into_body().collect().await.map(|b| b.to_bytes());
+    let body: Value = serde_json::from_slice(&body.unwrap_or_default()).unwrap_or_default();
+    let model = body["model"].as_str().unwrap_or("stub-model");
+    let chunk = |delta: Value, finish: Value| {
+        let chunk = json!({ "id": "stub-1", "object": "chat.completion.chunk", "created": 0,
+            "model": model, "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }] });
+        format!("data: {chunk}\n\n")
+    };
+    let (content_type, text) = if body["stream"] == json!(true) {
+        let mut events: Vec<String> = WORDS
+            .iter()
+            .map(|word| chunk(json!({ "content": word }), Value::Null))
+            .collect();
+        events.push(chunk(json!({}), json!("stop")));
+        events.push("data: [DONE]\n\n".to_owned());
+        ("text/event-stream", events.concat())
+    } else {
+        let completion = json!({ "id": "stub-1", "object": "chat.completion", "created": 0,
+            "model": model, "choices": [{ "index": 0, "finish_reason": "stop",
+            "message": { "role": "assistant", "content": WORDS.concat() } }] });
+        ("application/json", completion.to_string())
+    };
+    let mut response = http::Response::new(http_body_util::Full::new(Bytes::from(text)));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static(content_type),
+    );
+    response
+}

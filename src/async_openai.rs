@@ -1,0 +1,360 @@
+//! [async-openai](https://docs.rs/async-openai) clients whose calls are durable `llm_call`
+//! steps (feature `async-openai`, native targets only).
+//!
+//! async-openai sends every request through a tower service over its
+//! [`HttpRequestFactory`] (`Client::with_http_service`, its `middleware` feature).
+//! [`DurableOpenAI`] is such a service: it wraps the one that reaches the provider and makes
+//! each call inside an execution a step, with the rules of [`crate::llm`]. A call made before
+//! is replayed from the kernel without reaching the provider, a streamed answer is published
+//! live and recorded, and a call the kernel refuses comes back as an HTTP error that
+//! async-openai reports as [`OpenAIError::ApiError`] with type `rebuno_refusal`, so `?` in a
+//! handler fails the execution with the refusal's reason (see
+//! [`raise_for_refusal`](crate::raise_for_refusal)).
+//!
+//! ```no_run
+//! use async_openai::config::OpenAIConfig;
+//! use async_openai::types::chat::{
+//!     ChatCompletionRequestUserMessageArgs, CreateChatCompletionRequestArgs,
+//! };
+//!
+//! async fn handler(question: String) -> Result<String, rebuno::HandlerError> {
+//!     // Build it once and clone it into handlers: the execution is found per call.
+//!     let openai = rebuno::async_openai::client(OpenAIConfig::new());
+//!     let request = CreateChatCompletionRequestArgs::default()
+//!         .model("gpt-4o-mini")
+//!         .messages([ChatCompletionRequestUserMessageArgs::default()
+//!             .content(question)
+//!             .build()?
+//!             .into()])
+//!         .build()?;
+//!     let answer = openai.chat().create(request).await?;
+//!     Ok(answer.choices[0].message.content.clone().unwrap_or_default())
+//! }
+//! ```
+//!
+//! # Layer order
+//!
+//! With your own tower stack, put [`layer`] **outermost**, or at least outside any retry
+//! layer such as async-openai's `OpenAIRetryLayer`:
+//!
+//! ```no_run
+//! use async_openai::config::OpenAIConfig;
+//! use async_openai::middleware::ReqwestService;
+//! use async_openai::middleware::retry::OpenAIRetryLayer;
+//! use tower_layer::Layer;
+//!
+//! let service = rebuno::async_openai::layer()
+//!     .layer(OpenAIRetryLayer::default().layer(ReqwestService::new(reqwest::Client::new())));
+//! let openai = async_openai::Client::with_config(OpenAIConfig::new()).with_http_service(service);
+//! ```
+//!
+//! Then a provider retry happens inside one step, so the step records only the final answer,
+//! and a refusal (a 429 for `rate_limited`) never reaches the retry layer, so it is never
+//! retried and the step never submitted again. With the retry layer outside, every retry would
+//! be a new call to the kernel. Note that async-openai's retry layer reports a 429 that is
+//! still failing after its last retry as an error, not as a response: such a call is not
+//! recorded, and since `llm_call` steps are `safe_to_retry` it is sent again on re-delivery.
+//!
+//! # Limits
+//!
+//! - Native only: the module does not exist on `wasm32`. There a `reqwest::Response` can only
+//!   come from the browser's `fetch`, so no service can answer with a recorded or refused
+//!   response. On wasm use [`crate::llm::fetch`] or rig (`crate::rig`) instead.
+//! - Requests without a byte body (uploads, multipart forms, `GET`s) pass through untouched,
+//!   as do calls made outside an execution.
+//! - Errors of the Rebuno side (a kernel that cannot be reached, a replayed failure) come back
+//!   as [`OpenAIError::Boxed`]; the [`crate::Error`] is that error's
+//!   [`source()`](std::error::Error::source), so [`HandlerError`](crate::HandlerError) and the
+//!   agent runner see its kind.
+//! - Rebuno depends on async-openai without its default features, TLS included. To reach an
+//!   `https://` provider, depend on async-openai with its defaults yourself, or enable Rebuno's
+//!   `rustls` feature.
+
+#![cfg(not(target_arch = "wasm32"))]
+
+use std::fmt;
+use std::task::{Context, Poll};
+
+use ::async_openai::config::Config;
+use ::async_openai::error::OpenAIError;
+use ::async_openai::middleware::retry::{OpenAIRetry, OpenAIRetryLayer};
+use ::async_openai::middleware::{HttpRequestFactory, ReqwestService};
+use bytes::Bytes;
+use futures_util::TryStreamExt;
+use tower_service::Service;
+
+use crate::context::{ExecutionContext, current};
+use crate::error::{BoxError, Error};
+use crate::kernel::ByteStream;
+use crate::llm::{LlmBody, durable_call};
+use crate::rt::BoxFuture;
+
+/// An async-openai client whose calls are durable: requests go out through a new
+/// `reqwest::Client`, with async-openai's default retries inside each step
+/// ([`DurableOpenAI::reqwest`]).
+///
+/// # Example
+///
+/// See the [module docs](self).
+pub fn client<C: Config>(config: C) -> ::async_openai::Client<C> {
+    let http = reqwest::Client::new();
+    ::async_openai::Client::build(http.clone(), config)
+        .with_http_service(DurableOpenAI::reqwest(http))
+}
+
+/// The layer that makes an async-openai service stack durable; put it outermost (see
+/// [Layer order](self#layer-order)).
+pub fn layer() -> DurableOpenAILayer {
+    DurableOpenAILayer::default()
+}
+
+/// A tower service for `async_openai::Client::with_http_service` that makes every call
+/// inside an execution an `llm_call` step (see the [module docs](self)).
+///
+/// It wraps the service that reaches the provider, any
+/// `Service<HttpRequestFactory, Response = reqwest::Response>`.
+#[derive(Clone)]
+pub struct DurableOpenAI<S> {
+    inner: S,
+    context: Option<ExecutionContext>,
+}
+
+impl DurableOpenAI<OpenAIRetry<ReqwestService>> {
+    /// Sends through `client`, retrying like async-openai's default client (three retries of
+    /// 429s, 5xx answers and connection errors) inside each step.
+    pub fn reqwest(client: reqwest::Client) -> Self {
+        Self::new(tower_layer::Layer::layer(
+            &OpenAIRetryLayer::default(),
+            ReqwestService::new(client),
+        ))
+    }
+}
+
+impl<S> DurableOpenAI<S> {
+    /// Wraps the service that reaches the provider.
+    pub fn new(inner: S) -> Self {
+        Self {
+            inner,
+            context: None,
+        }
+    }
+
+    /// Records every call in `context` instead of the execution current when the call is made.
+    /// Needed for calls made from a task spawned outside the handler's scope.
+    #[must_use]
+    pub fn bound(mut self, context: ExecutionContext) -> Self {
+        self.context = Some(context);
+        self
+    }
+
+    /// The wrapped service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S: fmt::Debug> fmt::Debug for DurableOpenAI<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DurableOpenAI")
+            .field("inner", &self.inner)
+            .field("bound", &self.context.as_ref().map(ExecutionContext::id))
+            .finish()
+    }
+}
+
+/// A [`tower_layer::Layer`] producing [`DurableOpenAI`] services.
+#[derive(Clone, Default)]
+pub struct DurableOpenAILayer {
+    context: Option<ExecutionContext>,
+}
+
+impl DurableOpenAILayer {
+    /// Records every call in `context` (see [`DurableOpenAI::bound`]).
+    #[must_use]
+    pub fn bound(mut self, context: ExecutionContext) -> Self {
+        self.context = Some(context);
+        self
+    }
+}
+
+impl fmt::Debug for DurableOpenAILayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DurableOpenAILayer")
+            .field("bound", &self.context.as_ref().map(ExecutionContext::id))
+            .finish()
+    }
+}
+
+impl<S> tower_layer::Layer<S> for DurableOpenAILayer {
+    type Service = DurableOpenAI<S>;
+
+    fn layer(&self, inner: S) -> DurableOpenAI<S> {
+        DurableOpenAI {
+            inner,
+            context: self.context.clone(),
+        }
+    }
+}
+
+impl<S> Service<HttpRequestFactory> for DurableOpenAI<S>
+where
+    S: Service<HttpRequestFactory, Response = reqwest::Response> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<OpenAIError>,
+{
+    type Response = reqwest::Response;
+    type Error = OpenAIError;
+    type Future = BoxFuture<'static, Result<reqwest::Response, OpenAIError>>;
+
+    /// Always ready: the inner service is made ready when a call reaches it.
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), OpenAIError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, factory: HttpRequestFactory) -> Self::Future {
+        let inner = self.inner.clone();
+        let bound = self.context.clone();
+        // The execution is read at first poll, inside the handler's scope.
+        Box::pin(async move { durable(inner, bound.or_else(current), factory).await })
+    }
+}
+
+/// One async-openai call through the execution, or straight to `inner` outside one.
+async fn durable<S>(
+    inner: S,
+    context: Option<ExecutionContext>,
+    factory: HttpRequestFactory,
+) -> Result<reqwest::Response, OpenAIError>
+where
+    S: Service<HttpRequestFactory, Response = reqwest::Response>,
+    S::Error: Into<OpenAIError>,
+{
+    if context.is_none() {
+        return oneshot(inner, factory).await;
+    }
+    let Some(request) = to_http(factory.build().await?)? else {
+        return oneshot(inner, factory).await;
+    };
+    // `durable_call` hands `send` this same request unchanged. The inner service gets
+    // async-openai's own factory instead of one rebuilt from it: a retry layer inside needs a
+    // factory to rebuild each attempt, and the factory keeps what `http::Request` cannot carry
+    // (reqwest's per-request timeout).
+    let response = durable_call(context, request, |_| upstream(inner, factory))
+        .await
+        .map_err(rebuno_error)?;
+    Ok(to_reqwest(response))
+}
+
+/// Calls `service` once, readiness first.
+async fn oneshot<S>(mut service: S, factory: HttpRequestFactory) -> Result<S::Response, OpenAIError>
+where
+    S: Service<HttpRequestFactory>,
+    S::Error: Into<OpenAIError>,
+{
+    std::future::poll_fn(|cx| service.poll_ready(cx))
+        .await
+        .map_err(Into::into)?;
+    service.call(factory).await.map_err(Into::into)
+}
+
+/// The provider side of `durable_call`: the inner service's answer as a byte stream.
+async fn upstream<S>(
+    inner: S,
+    factory: HttpRequestFactory,
+) -> Result<http::Response<ByteStream>, BoxError>
+where
+    S: Service<HttpRequestFactory, Response = reqwest::Response>,
+    S::Error: Into<OpenAIError>,
+{
+    let response = oneshot(inner, factory).await.map_err(BoxError::from)?;
+    Ok(from_reqwest(response))
+}
+
+/// A built request as `durable_call` reads it; `None` when its body is a stream (an upload),
+/// which cannot be inspected without consuming it.
+fn to_http(request: reqwest::Request) -> Result<Option<http::Request<Bytes>>, OpenAIError> {
+    let body = match request.body() {
+        None => Bytes::new(),
+        Some(body) => match body.as_bytes() {
+            Some(bytes) => Bytes::copy_from_slice(bytes),
+            None => return Ok(None),
+        },
+    };
+    let uri = http::Uri::try_from(request.url().as_str())
+        .map_err(|e| OpenAIError::InvalidArgument(format!("request URL: {e}")))?;
+    let mut converted = http::Request::new(body);
+    *converted.method_mut() = request.method().clone();
+    *converted.uri_mut() = uri;
+    *converted.version_mut() = request.version();
+    *converted.headers_mut() = request.headers().clone();
+    Ok(Some(converted))
+}
+
+/// A live provider answer, its body as a byte stream.
+fn from_reqwest(response: reqwest::Response) -> http::Response<ByteStream> {
+    let mut head = http::Response::new(());
+    *head.status_mut() = response.status();
+    *head.version_mut() = response.version();
+    *head.headers_mut() = response.headers().clone();
+    let body: ByteStream = Box::pin(response.bytes_stream().map_err(BoxError::from));
+    head.map(|()| body)
+}
+
+/// The answer `durable_call` settled on (live, replayed or a refusal) as async-openai reads it.
+fn to_reqwest(response: http::Response<LlmBody>) -> reqwest::Response {
+    reqwest::Response::from(response.map(reqwest::Body::wrap_stream))
+}
+
+/// A Rebuno error as async-openai carries it: [`OpenAIError::Boxed`], whose `source()` is the
+/// Rebuno error itself (async-openai's boxed variant forwards to the boxed error's source).
+fn rebuno_error(error: Error) -> OpenAIError {
+    OpenAIError::Boxed(Box::new(Carried(error)))
+}
+
+/// Shows a Rebuno error's message and gives the error itself as its source.
+#[derive(Debug)]
+struct Carried(Error);
+
+impl fmt::Display for Carried {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for Carried {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rebuno_errors_are_the_source_of_the_openai_error() {
+        let error = rebuno_error(Error::terminated());
+        let source = std::error::Error::source(&error).and_then(|s| s.downcast_ref::<Error>());
+        assert_eq!(source.map(Error::kind), Some(crate::ErrorKind::Terminated));
+        assert_eq!(error.to_string(), Error::terminated().to_string());
+    }
+
+    #[test]
+    fn built_requests_keep_their_head_and_body() {
+        let client = reqwest::Client::new();
+        let request = client
+            .post("http://127.0.0.1:9/v1/chat/completions?x=1")
+            .header("authorization", "Bearer k")
+            .body(r#"{"model":"m"}"#)
+            .build();
+        let converted = request.ok().and_then(|r| to_http(r).ok().flatten());
+        let converted = converted.unwrap_or_default();
+        assert_eq!(converted.method(), http::Method::POST);
+        assert_eq!(
+            converted.uri().to_string(),
+            "http://127.0.0.1:9/v1/chat/completions?x=1"
+        );
+        assert_eq!(converted.headers()["authorization"], "Bearer k");
+        assert_eq!(converted.body().as_ref(), br#"{"model":"m"}"#);
+    }
+}
