@@ -4,7 +4,8 @@
 //   REBUNO_DEV_BIN=path/to/rebuno-dev WORKER_BUILD_DIR=../../examples/workers/build node test.mjs
 //
 // The kernel delivers webhooks to a small Node proxy that forwards them to the Worker and times
-// each acknowledgement. Prints one line per test and closes with "N passed, M failed".
+// each acknowledgement; a stub OpenAI-style provider answers the durable LLM calls. Prints one
+// line per test and closes with "N passed, M failed".
 
 import { spawn } from "node:child_process";
 import { createHmac } from "node:crypto";
@@ -61,6 +62,68 @@ async function startKernel(webhookUrl) {
   throw new Error("dev kernel did not start");
 }
 
+const ANSWER = "Hello from the edge";
+const PIECES = ["Hello", " from", " the", " edge"];
+
+/**
+ * A tiny OpenAI-style provider on loopback: `POST /v1/chat/completions` answers JSON, or with
+ * `"stream": true` server-sent events, one `data:` chunk per 150 ms and `data: [DONE]`. Counts
+ * every request it gets in `hits` and keeps their bodies in `requests`.
+ */
+async function startStub() {
+  const stub = { hits: 0, requests: [] };
+  const json = JSON.stringify({
+    id: "chatcmpl-test",
+    object: "chat.completion",
+    model: "gpt-test",
+    choices: [{ index: 0, message: { role: "assistant", content: ANSWER }, finish_reason: "stop" }],
+  });
+  const events = [
+    ...PIECES.map(
+      (content, i) =>
+        `data: ${JSON.stringify({ id: "chatcmpl-test", object: "chat.completion.chunk", model: "gpt-test", choices: [{ index: 0, delta: i === 0 ? { role: "assistant", content } : { content } }] })}\n\n`,
+    ),
+    "data: [DONE]\n\n",
+  ];
+  stub.json = json;
+  stub.sse = events.join("");
+  const server = createServer(async (req, res) => {
+    const chunks = [];
+    for await (const chunk of req) chunks.push(chunk);
+    stub.hits++;
+    let body = {};
+    try {
+      body = JSON.parse(Buffer.concat(chunks).toString());
+    } catch {}
+    stub.requests.push(body);
+    const url = new URL(req.url, "http://stub");
+    if (req.method !== "POST" || url.pathname !== "/v1/chat/completions") {
+      res.writeHead(404, { "content-type": "application/json" });
+      res.end('{"error":{"message":"not found"}}');
+      return;
+    }
+    if (body.stream !== true) {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(json);
+      return;
+    }
+    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+    // `?stall=MS`: one event, then silence for MS before the rest.
+    const stall = Number(url.searchParams.get("stall") ?? 0);
+    for (const [i, event] of events.entries()) {
+      if (res.destroyed) return;
+      res.write(event);
+      await sleep(i === 0 && stall ? stall : 150);
+    }
+    res.end();
+  });
+  const port = await freePort();
+  await new Promise((ok) => server.listen(port, "127.0.0.1", ok));
+  stub.url = `http://127.0.0.1:${port}/v1/chat/completions`;
+  stub.server = server;
+  return stub;
+}
+
 /** A proxy in front of the Worker that records every delivery: status and ack time. */
 async function startProxy(target) {
   const deliveries = [];
@@ -102,6 +165,11 @@ async function events(kernel, id) {
   return Array.isArray(body) ? body : (body.events ?? body.items ?? []);
 }
 
+async function steps(kernel, id) {
+  const body = await kernelJson(kernel, `/v0/executions/${id}/steps`);
+  return Array.isArray(body) ? body : (body.steps ?? body.items ?? []);
+}
+
 async function waitTerminal(kernel, id, timeoutMs) {
   const until = Date.now() + timeoutMs;
   while (Date.now() < until) {
@@ -125,6 +193,53 @@ function liveSteps(log) {
     counts[name] = (counts[name] ?? 0) + 1;
   }
   return counts;
+}
+
+/**
+ * One durable LLM call through the Worker's FetchTransport, then a slow `work` step that makes
+ * the run yield at its deadline: the re-delivery must replay the recorded answer, not ask again.
+ */
+async function llmCall({ kernel, proxy, stub }, stream) {
+  const before = stub.hits;
+  const created = await createExecution(kernel, { llm_url: stub.url, stream, work_ms: 3500 });
+  await sleep(5000);
+  const midway = await execution(kernel, created.id);
+  assert(midway.status === "running", `midway status ${midway.status}`);
+  const asked = stub.hits - before;
+  assert(asked === 1, `${asked} provider requests before the re-delivery`);
+  const done = await waitTerminal(kernel, created.id, 40_000);
+  assert(done.status === "completed", `status ${done.status}: ${JSON.stringify(done)}`);
+  const mine = proxy.deliveries.filter((d) => d.body.includes(created.id));
+  assert(mine.length === 2 && mine.every((d) => d.status === 200), `deliveries ${JSON.stringify(mine)}`);
+  assert(stub.hits - before === 1, `${stub.hits - before} provider requests after the re-delivery`);
+  const sent = stub.requests.at(-1);
+  assert(sent.model === "gpt-test" && sent.stream === stream, `request ${JSON.stringify(sent)}`);
+
+  const expected = stream ? stub.sse : stub.json;
+  const contentType = stream ? "text/event-stream" : "application/json";
+  const calls = (await steps(kernel, created.id)).filter((s) => s.kind === "llm_call");
+  assert(calls.length === 1, `${calls.length} llm_call steps: ${JSON.stringify(calls)}`);
+  const [call] = calls;
+  assert(call.target === "gpt-test", `target ${call.target}`);
+  assert(call.status === "succeeded", `step status ${call.status}`);
+  const result = call.result ?? {};
+  assert(result.status === 200, `recorded status ${result.status}`);
+  assert(
+    JSON.stringify(Object.keys(result.headers ?? {})) === '["content-type"]' &&
+      result.headers["content-type"] === contentType,
+    `recorded headers ${JSON.stringify(result.headers)}`,
+  );
+  assert(result.body === expected, `recorded body ${JSON.stringify(result.body)}`);
+
+  const out = done.output ?? {};
+  assert(out.status === 200 && out.body === expected && out.content === ANSWER, `output ${JSON.stringify(out)}`);
+  // Recorded by the first delivery: how many chunks the live read got.
+  const minChunks = stream ? 3 : 1;
+  assert(out.chunks >= minChunks, `${out.chunks} chunks read live, expected ≥ ${minChunks}`);
+  const live = liveSteps(await events(kernel, created.id));
+  const counts = Object.values(live);
+  assert(counts.length === 4 && counts.every((n) => n === 1), `live steps ${JSON.stringify(live)}`);
+  return `1 provider request for 2 deliveries, ${out.chunks} chunk(s) read live, recorded ${result.body.length} B of ${contentType}`;
 }
 
 const tests = [
@@ -182,6 +297,33 @@ const tests = [
       return `2 deliveries (acks ${acks}), each step ran live once: ${JSON.stringify(live)}`;
     },
   ],
+  [
+    "a durable LLM call (JSON) is recorded once and replayed on re-delivery",
+    (context) => llmCall(context, false),
+  ],
+  [
+    "a streamed durable LLM call (SSE) streams, is recorded once and replayed on re-delivery",
+    (context) => llmCall(context, true),
+  ],
+  [
+    "a stream that stalls past the call's timeout fails the step instead of recording it cut short",
+    async ({ kernel, stub }) => {
+      const before = stub.hits;
+      const created = await createExecution(kernel, {
+        llm_url: `${stub.url}?stall=4000`,
+        stream: true,
+        timeout_ms: 1000,
+      });
+      const done = await waitTerminal(kernel, created.id, 20_000);
+      assert(done.status === "failed", `status ${done.status}: ${JSON.stringify(done)}`);
+      assert(stub.hits - before === 1, `${stub.hits - before} provider requests`);
+      const calls = (await steps(kernel, created.id)).filter((s) => s.kind === "llm_call");
+      assert(calls.length === 1 && calls[0].status === "failed", `llm_call steps ${JSON.stringify(calls)}`);
+      const message = JSON.stringify(calls[0].error ?? {});
+      assert(/timed out/.test(message) && calls[0].result == null, `step ${JSON.stringify(calls[0])}`);
+      return `llm_call failed with ${message}`;
+    },
+  ],
 ];
 
 function sizes() {
@@ -200,6 +342,8 @@ async function main() {
     const workerPort = await freePort();
     const proxy = await startProxy(`http://127.0.0.1:${workerPort}`);
     cleanup.push(() => proxy.server.close());
+    const stub = await startStub();
+    cleanup.push(() => stub.server.close());
     const kernel = await startKernel(proxy.url);
     cleanup.push(() => kernel.child.kill());
     const mf = new Miniflare({
@@ -218,7 +362,7 @@ async function main() {
     const started = performance.now();
     const ready = await mf.ready;
     console.log(`workerd ready at ${ready} in ${(performance.now() - started).toFixed(0)} ms`);
-    const { passed, failed } = await runAll({ kernel, proxy, mf });
+    const { passed, failed } = await runAll({ kernel, proxy, mf, stub });
     console.log(`wasm ${raw} B raw, ${gzip} B gzip (limit 1000000 B gzip)`);
     console.log(`${passed} passed, ${failed} failed`);
     return failed === 0 && gzip < 1_000_000;

@@ -57,6 +57,8 @@
 //! [`agent_from_env`] builds the agent on [`runtime()`] ([`worker::Delay`] for sleeps,
 //! `Date.now()` for the clock) and [`FetchTransport`] (the Workers `fetch`, not reqwest: smaller,
 //! no redirects, aborts on timeout). Use [`agent_builder`] to set anything else first.
+//! `FetchTransport` also streams answers, so `rebuno::llm::DurableLlm::new(FetchTransport::new())`
+//! makes durable LLM calls from a Worker that read a provider's server-sent events live.
 //!
 //! # Targets
 //!

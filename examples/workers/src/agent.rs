@@ -4,31 +4,62 @@ use std::cell::OnceCell;
 use std::convert::Infallible;
 use std::time::Duration;
 
+use futures_util::StreamExt;
+use rebuno::llm::{DurableLlm, TransportService};
 use rebuno::rt::Clock;
 use rebuno::{Agent, Body, HandlerError, Tool};
 use serde::{Deserialize, Serialize};
 use worker::{Context, Env, HttpRequest, event};
 
-use crate::text::{Analysis, Analyze, analyze};
+use crate::text::{Analysis, Analyze, analyze, answer_text};
 
 /// The agent id when `REBUNO_AGENT_ID` is not set.
 const DEFAULT_AGENT_ID: &str = "workers-example";
 
-/// The execution's input.
+/// The execution's input: a text to analyze, or a provider to ask.
 #[derive(Debug, Deserialize)]
-struct Input {
-    text: String,
-    #[serde(default)]
-    work_ms: u64,
+#[serde(untagged)]
+enum Input {
+    /// `{"llm_url": "...", "stream": bool, "work_ms": N, "timeout_ms": N}`: one durable LLM
+    /// call (`timeout_ms` bounds it, body included; default 600 s).
+    Llm {
+        llm_url: String,
+        #[serde(default)]
+        stream: bool,
+        #[serde(default)]
+        work_ms: u64,
+        #[serde(default)]
+        timeout_ms: Option<u64>,
+    },
+    /// `{"text": "...", "work_ms": N}`: the `analyze_text` tool.
+    Analyze {
+        text: String,
+        #[serde(default)]
+        work_ms: u64,
+    },
 }
 
 /// The execution's output.
 #[derive(Debug, Serialize)]
-struct Output {
-    words: usize,
-    longest: String,
-    worked_ms: u64,
-    checked_at: u64,
+#[serde(untagged)]
+enum Output {
+    Llm {
+        status: u16,
+        /// The provider's body as read: JSON, or the event stream's text.
+        body: String,
+        /// The answer's text: the message, or the stream's deltas joined.
+        content: String,
+        /// How many chunks the live read got (recorded, so a replay keeps it).
+        chunks: usize,
+        worked_ms: u64,
+        checked_at: u64,
+    },
+    Analyze {
+        words: usize,
+        longest: String,
+        worked_ms: u64,
+        checked_at: u64,
+    },
 }
 
 thread_local! {
@@ -52,7 +83,7 @@ fn agent(env: &Env) -> rebuno::Result<Agent> {
         .var("REBUNO_AGENT_ID")
         .map_or_else(|_| DEFAULT_AGENT_ID.to_owned(), |v| v.to_string());
     let agent = rebuno_workers::agent_builder(id, env)
-        .description("Counts the words of a text and finds the longest one")
+        .description("Counts the words of a text, or asks an LLM once, durably")
         .build()?;
     let analyze = analyze_tool();
     agent.bind(move |input: Input| {
@@ -70,11 +101,75 @@ fn analyze_tool() -> Tool<Analyze, Analysis> {
         .execute(|args: Analyze| async move { Ok::<_, Infallible>(analyze(&args.text)) })
 }
 
-/// The handler: the tool, a slow `work` step, then a `checked_at` step recording the time, so
-/// a replay returns the same values.
+/// The handler: the tool (or the LLM call), a slow `work` step, then a `checked_at` step
+/// recording the time, so a replay returns the same values.
 async fn handle(analyze: &Tool<Analyze, Analysis>, input: Input) -> Result<Output, HandlerError> {
-    let analysis = analyze.call(Analyze { text: input.text }).await?;
-    let work_ms = input.work_ms;
+    match input {
+        Input::Analyze { text, work_ms } => {
+            let analysis = analyze.call(Analyze { text }).await?;
+            let (worked_ms, checked_at) = work(work_ms).await?;
+            Ok(Output::Analyze {
+                words: analysis.words,
+                longest: analysis.longest,
+                worked_ms,
+                checked_at,
+            })
+        }
+        Input::Llm {
+            llm_url,
+            stream,
+            work_ms,
+            timeout_ms,
+        } => {
+            let (status, body, chunks) = ask(&llm_url, stream, timeout_ms).await?;
+            let chunks: usize =
+                rebuno::step("llm_chunks", || async move { Ok::<_, Infallible>(chunks) }).await?;
+            let (worked_ms, checked_at) = work(work_ms).await?;
+            Ok(Output::Llm {
+                status,
+                content: answer_text(&body),
+                body,
+                chunks,
+                worked_ms,
+                checked_at,
+            })
+        }
+    }
+}
+
+/// One durable `llm_call` step through the Workers `fetch`: the status, the whole body and how
+/// many chunks it came in. A re-delivery replays the recorded answer instead of asking again.
+async fn ask(
+    url: &str,
+    stream: bool,
+    timeout_ms: Option<u64>,
+) -> Result<(u16, String, usize), HandlerError> {
+    let mut transport = TransportService::new(rebuno_workers::FetchTransport::new());
+    if let Some(ms) = timeout_ms {
+        transport = transport.timeout(Duration::from_millis(ms));
+    }
+    let llm = DurableLlm::wrap(transport);
+    let request = serde_json::json!({
+        "model": "gpt-test",
+        "messages": [{"role": "user", "content": "Say hello from the edge."}],
+        "stream": stream,
+    });
+    let request = http::Request::post(url)
+        .header("content-type", "application/json")
+        .body(request.to_string().into())?;
+    let response = llm.send(request).await?;
+    let status = response.status().as_u16();
+    let mut body = response.into_body();
+    let (mut whole, mut chunks) = (Vec::new(), 0);
+    while let Some(chunk) = body.next().await {
+        whole.extend_from_slice(&chunk?);
+        chunks += 1;
+    }
+    Ok((status, String::from_utf8_lossy(&whole).into_owned(), chunks))
+}
+
+/// A slow `work` step taking `work_ms`, then the `checked_at` step: `(worked_ms, checked_at)`.
+async fn work(work_ms: u64) -> Result<(u64, u64), HandlerError> {
     let worked_ms: u64 = rebuno::Step::new("work")
         .args(serde_json::json!({ "ms": work_ms }))
         .run(|| async move {
@@ -86,10 +181,5 @@ async fn handle(analyze: &Tool<Analyze, Analysis>, input: Input) -> Result<Outpu
         Ok::<_, Infallible>(rebuno_workers::DateClock.unix_millis())
     })
     .await?;
-    Ok(Output {
-        words: analysis.words,
-        longest: analysis.longest,
-        worked_ms,
-        checked_at,
-    })
+    Ok((worked_ms, checked_at))
 }

@@ -1,4 +1,5 @@
-//! A Rebuno agent on Cloudflare Workers: one durable tool and two local steps.
+//! A Rebuno agent on Cloudflare Workers: one durable tool (or one durable LLM call) and local
+//! steps.
 //!
 //! Run with (from `deploy/workers/`, see its README for the kernel side):
 //!
@@ -14,6 +15,14 @@
 //! `{"words": N, "longest": "...", "worked_ms": N, "checked_at": <unix ms>}`. `work_ms` makes
 //! the `work` step take that long, to watch a run yield at its deadline and resume on the
 //! re-delivery.
+//!
+//! Input `{"llm_url": "http://…/v1/chat/completions", "stream": false, "work_ms": 0}` makes one
+//! durable LLM call instead of the tool: an OpenAI-style chat request for model `gpt-test`
+//! through [`rebuno::llm::DurableLlm`] over `rebuno_workers::FetchTransport` (streamed chunk by
+//! chunk when `stream` is true), recorded as an `llm_call` step and replayed, not sent again, on
+//! a re-delivery. Output `{"status": N, "body": "<the provider's body>", "content": "<its
+//! text>", "chunks": N, "worked_ms": N, "checked_at": <unix ms>}`, `chunks` being how many
+//! pieces the live read got. An optional `"timeout_ms"` bounds the call, body included.
 
 #[cfg(target_arch = "wasm32")]
 mod agent;
