@@ -115,9 +115,9 @@ impl TransportError {
 impl fmt::Display for TransportError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {
-            TransportErrorKind::Connect => f.write_str("could not connect to the kernel"),
-            TransportErrorKind::Timeout => f.write_str("kernel request timed out"),
-            TransportErrorKind::Other => f.write_str("kernel request failed"),
+            TransportErrorKind::Connect => f.write_str("could not connect"),
+            TransportErrorKind::Timeout => f.write_str("request timed out"),
+            TransportErrorKind::Other => f.write_str("request failed"),
         }
     }
 }

@@ -49,6 +49,8 @@ mod step;
 mod tee;
 
 pub use self::body::LlmBody;
+#[allow(unused_imports)] // used by the client integrations behind features
+pub(crate) use self::service::durable_call;
 pub use self::service::{DEFAULT_TIMEOUT, DurableLlm, DurableLlmLayer, TransportService};
 
 /// Sends one provider request durably, the Rust `rebunoFetch`: inside an execution it is an

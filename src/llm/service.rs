@@ -267,7 +267,7 @@ async fn read_all(mut body: ByteStream, step: &LlmStep) -> Result<Vec<u8>> {
         match chunk {
             Ok(chunk) => whole.extend_from_slice(&chunk),
             Err(error) => {
-                step.fail(&error.to_string()).await?;
+                step.fail(super::step::describe(&*error)).await?;
                 return Err(provider_error(error));
             }
         }

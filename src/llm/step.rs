@@ -70,6 +70,21 @@ pub(super) async fn begin(context: Option<ExecutionContext>, body: &Bytes) -> Re
     }
 }
 
+/// An error and its sources, `outer: inner: …`, skipping a source whose text its parent
+/// already shows.
+pub(super) fn describe(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message = format!("{message}: {text}");
+        }
+        source = cause.source();
+    }
+    message
+}
+
 /// The request body as a JSON object, if it is one.
 fn json_object(body: &Bytes) -> Option<Value> {
     serde_json::from_slice::<Value>(body)
@@ -127,9 +142,10 @@ impl LlmStep {
         }
     }
 
-    /// Fails the step with `{"message"}`. Only control flow is reported; other errors are
-    /// logged, since the caller is already handling the failure that caused this.
-    pub(super) async fn fail(&self, message: &str) -> Result<()> {
+    /// Fails the step with `{"message"}` (see [`describe`]). Only control flow is
+    /// reported; other errors are logged, since the caller is already handling the failure
+    /// that caused this.
+    pub(super) async fn fail(&self, message: String) -> Result<()> {
         let context = &self.context;
         context.guard()?;
         let error = serde_json::json!({ "message": message });
@@ -188,6 +204,14 @@ impl LlmStep {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_failure_is_described_with_its_sources() {
+        let inner = std::io::Error::other("connection reset");
+        let outer =
+            crate::kernel::TransportError::new(crate::kernel::TransportErrorKind::Other, inner);
+        assert_eq!(describe(&outer), "request failed: connection reset");
+    }
 
     #[test]
     fn the_target_is_the_model_as_text() {
