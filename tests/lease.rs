@@ -134,3 +134,47 @@ async fn wait_for(kernel: &DevKernel, id: uuid::Uuid, kind: &str, count: usize) 
         types(&kernel.events(id))
     );
 }
+
+#[tokio::test]
+async fn a_redelivery_to_the_same_process_while_a_step_runs_supersedes_the_old_run() {
+    let _trace = trace_init();
+    let kernel = DevKernel::start().await.expect("kernel");
+    let agent = agent(&kernel, "racer");
+    agent.bind(move |_: Value| async move {
+        let attempt = rebuno::execution()?.dispatch_attempt();
+        step("before", || async { Ok::<_, HandlerError>(1) }).await?;
+        step("slow", move || async move {
+            if attempt == 1 {
+                tokio::time::sleep(Duration::from_millis(400)).await;
+            }
+            Ok::<_, HandlerError>(2)
+        })
+        .await?;
+        Ok::<_, HandlerError>(json!({ "attempt": attempt }))
+    });
+    let served = serve(agent).await;
+    kernel
+        .register_agent(AgentSpec::new("racer", served.webhook_url(), SECRET))
+        .expect("register");
+    let created = kernel
+        .create_execution(CreateExecution::new("racer", json!({})))
+        .await
+        .expect("create");
+    wait_for(&kernel, created.id, "step.executing", 2).await;
+
+    kernel.redeliver(created.id).expect("redeliver");
+    let done = kernel
+        .wait_terminal(created.id, WAIT)
+        .await
+        .expect("the second delivery finishes");
+
+    assert_eq!(done.status.as_str(), "completed");
+    assert_eq!(done.output, Some(json!({ "attempt": 2 })));
+    let succeeded = kernel
+        .events(created.id)
+        .iter()
+        .filter(|e| e.kind == "step.succeeded")
+        .count();
+    assert_eq!(succeeded, 2, "each step settled once");
+    served.shutdown().await;
+}
