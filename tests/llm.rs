@@ -127,6 +127,9 @@ async fn asker(policy: Option<&str>, gated: bool) -> Asker {
             }
             let answer = ask(&input).await;
             if input["swallow"].as_bool() == Some(true) {
+                if input["hang_first"].as_bool() == Some(true) && context.dispatch_attempt() == 1 {
+                    std::future::pending::<()>().await;
+                }
                 return Ok(json!({ "swallowed": format!("{answer:?}") }));
             }
             let answer = answer?;
@@ -361,6 +364,36 @@ async fn a_provider_that_breaks_mid_stream_fails_the_step() {
     let events = types(&asker.kernel.events(id));
     assert!(events.contains(&"step.failed".to_owned()), "{events:?}");
     asker.served.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_call_that_failed_mid_stream_fails_again_on_replay_without_a_new_provider_hit() {
+    let _trace = trace_init();
+    let stub = LlmStub::start().await;
+    stub.fault(Fault::CloseMidStream { after_chunks: 2 });
+    let asker = asker(None, false).await;
+    let input =
+        json!({ "url": stub.chat_url(), "stream": true, "swallow": true, "hang_first": true });
+    let id = asker.create(input).await;
+    asker.wait_event(id, "step.failed").await;
+
+    let done = asker.redeliver_and_finish(id).await;
+
+    assert_eq!(done.status, ExecutionStatus::Completed);
+    let swallowed = done.output.unwrap()["swallowed"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let recorded = asker.llm_step(id)["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(swallowed.starts_with("Err("), "{swallowed}");
+    assert!(
+        swallowed.contains(&recorded.replace('"', "\\\"")),
+        "the replay failed with the recorded message {recorded:?}: {swallowed}"
+    );
+    assert_eq!(stub.hits(), 1, "the failed call was not sent again");
 }
 
 #[tokio::test]
