@@ -14,7 +14,10 @@
 //! acknowledged dispatch still running in the background (up to the drain timeout), so a deploy
 //! does not cut executions short.
 
+mod gateway;
 mod router;
+
+pub use gateway::LlmGateway;
 
 use std::future::{Future, IntoFuture};
 use std::io;
