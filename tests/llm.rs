@@ -540,3 +540,68 @@ async fn any_tower_service_wrapped_by_the_layer_is_recorded_and_replayed() {
     assert_eq!(runs, 1, "the second delivery replayed: {events:?}");
     asker.served.shutdown().await;
 }
+
+/// The agent's kernel transport, with every live-delta publish failing.
+#[derive(Debug)]
+struct NoDeltas(rebuno::kernel::ReqwestTransport);
+
+impl rebuno::kernel::Transport for NoDeltas {
+    fn send(
+        &self,
+        request: http::Request<Bytes>,
+        timeout: Duration,
+    ) -> rebuno::kernel::TransportFuture {
+        if request.uri().path().ends_with("/stream") {
+            let refused = rebuno::kernel::TransportError::new(
+                rebuno::kernel::TransportErrorKind::Other,
+                "deltas are down",
+            );
+            return Box::pin(std::future::ready(Err(refused)));
+        }
+        self.0.send(request, timeout)
+    }
+}
+
+#[tokio::test]
+async fn live_deltas_are_best_effort_a_failing_publish_loses_nothing() {
+    let _trace = trace_init();
+    let stub = LlmStub::start().await;
+    stub.set_chunk_delay(Duration::from_millis(30));
+    let kernel = DevKernel::start().await.unwrap();
+    let agent = rebuno::Agent::builder("asker")
+        .secret(SECRET)
+        .base_url(kernel.url())
+        .transport(NoDeltas(rebuno::kernel::ReqwestTransport::new().unwrap()))
+        .build()
+        .unwrap();
+    agent.bind(|input: Value| async move { ask(&input).await });
+    let served = serve(agent).await;
+    kernel
+        .register_agent(AgentSpec::new("asker", served.webhook_url(), SECRET))
+        .unwrap();
+
+    let done = run(
+        &kernel,
+        "asker",
+        json!({ "url": stub.chat_url(), "stream": true }),
+    )
+    .await;
+
+    assert_eq!(
+        done.status,
+        ExecutionStatus::Completed,
+        "{}",
+        done.failure_reason
+    );
+    let text = done.output.unwrap()["text"].as_str().unwrap().to_owned();
+    assert!(
+        text.ends_with("data: [DONE]\n\n"),
+        "the consumer got every chunk"
+    );
+    let step = serde_json::to_value(&kernel.steps(done.id)[0]).unwrap();
+    assert_eq!(
+        step["result"]["body"], text,
+        "and the whole answer was recorded"
+    );
+    served.shutdown().await;
+}
