@@ -17,11 +17,11 @@
 
 #[path = "common/mod.rs"]
 mod common;
+#[path = "common/model.rs"]
+mod model;
 
-use std::convert::Infallible;
 use std::io::Write;
 
-use bytes::Bytes;
 use futures_util::StreamExt;
 use rebuno::rig::Durable;
 use rebuno::{Agent, HandlerError};
@@ -31,8 +31,7 @@ use rig_core::providers::openai::{OpenAI, OpenAIConfig};
 use rig_core::streaming::{Item, StreamEvent};
 use rig_reqwest::ReqwestClient;
 use serde::Deserialize;
-use serde_json::{Value, json};
-use tokio::net::TcpListener;
+use serde_json::json;
 
 #[derive(Deserialize)]
 struct Input {
@@ -63,6 +62,9 @@ fn bind(agent: &Agent, openai: OpenAI, model: String) {
     });
 }
 
+/// What the offline stand-in model answers.
+const ANSWER: model::Reply = model::Reply::Text("It runs your agent to completion.");
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     common::init_logs();
@@ -71,7 +73,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let model = std::env::var("LLM_MODEL").unwrap_or_else(|_| "gpt-4o-mini".into());
             (url, model)
         }
-        _ => (stub().await?, "stub-model".to_owned()),
+        _ => (model::serve(|_| ANSWER).await?, "stub-model".to_owned()),
     };
     let key = std::env::var("OPENAI_API_KEY").unwrap_or_else(|_| "not-needed".into());
     // Built once: each call finds the execution it runs in when it is sent.
@@ -93,58 +95,4 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     common::report(&done, &kernel.events(done.id));
     kernel.shutdown().await;
     Ok(())
-}
-
-/// Serves `POST /v1/chat/completions` on a loopback port, OpenAI style; returns its base URL.
-async fn stub() -> Result<String, Box<dyn std::error::Error>> {
-    let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let base_url = format!("http://{}/v1", listener.local_addr()?);
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let service = hyper::service::service_fn(|request| async move {
-                Ok::<_, Infallible>(answer(request).await)
-            });
-            tokio::spawn(
-                hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service),
-            );
-        }
-    });
-    Ok(base_url)
-}
-
-/// The stub's answer: server-sent chunks when the request asks to stream, else one completion.
-async fn answer(
-    request: http::Request<hyper::body::Incoming>,
-) -> http::Response<http_body_util::Full<Bytes>> {
-    use http_body_util::BodyExt;
-    const WORDS: [&str; 6] = ["It ", "runs ", "your ", "agent ", "to ", "completion."];
-    let body = request.into_body().collect().await.map(|b| b.to_bytes());
-    let body: Value = serde_json::from_slice(&body.unwrap_or_default()).unwrap_or_default();
-    let model = body["model"].as_str().unwrap_or("stub-model");
-    let chunk = |delta: Value, finish: Value| {
-        let chunk = json!({ "id": "stub-1", "object": "chat.completion.chunk", "created": 0,
-            "model": model, "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }] });
-        format!("data: {chunk}\n\n")
-    };
-    let (content_type, text) = if body["stream"] == json!(true) {
-        let mut events: Vec<String> = WORDS
-            .iter()
-            .map(|word| chunk(json!({ "content": word }), Value::Null))
-            .collect();
-        events.push(chunk(json!({}), json!("stop")));
-        events.push("data: [DONE]\n\n".to_owned());
-        ("text/event-stream", events.concat())
-    } else {
-        let completion = json!({ "id": "stub-1", "object": "chat.completion", "created": 0,
-            "model": model, "choices": [{ "index": 0, "finish_reason": "stop",
-            "message": { "role": "assistant", "content": WORDS.concat() } }] });
-        ("application/json", completion.to_string())
-    };
-    let mut response = http::Response::new(http_body_util::Full::new(Bytes::from(text)));
-    response.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static(content_type),
-    );
-    response
 }

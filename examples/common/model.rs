@@ -2,7 +2,8 @@
 //!
 //! `POST /v1/chat/completions` answers turn `n` of the script, where `n` counts the `tool`
 //! messages already in the conversation: either one tool call or a final text answer, in the
-//! chat-completions shape real providers use.
+//! chat-completions shape real providers use. A request with `"stream": true` gets the text
+//! word by word as server-sent `chat.completion.chunk` events, ending with `data: [DONE]`.
 
 #![allow(dead_code, clippy::disallowed_methods)] // examples are hosts: they may spawn
 
@@ -49,7 +50,13 @@ async fn answer(
     let turn = body["messages"]
         .as_array()
         .map_or(0, |m| m.iter().filter(|m| m["role"] == "tool").count());
-    let message = match script(turn) {
+    let reply = script(turn);
+    if body["stream"] == true
+        && let Reply::Text(text) = reply
+    {
+        return Ok(respond("text/event-stream", stream(&body["model"], text)));
+    }
+    let message = match reply {
         Reply::Tool(name, arguments) => json!({
             "role": "assistant", "content": null,
             "tool_calls": [{ "id": format!("call_{turn}"), "type": "function",
@@ -63,10 +70,31 @@ async fn answer(
             "finish_reason": if message["tool_calls"].is_null() { "stop" } else { "tool_calls" } }],
         "usage": { "prompt_tokens": 20 + 10 * turn, "completion_tokens": 12 },
     });
-    let mut response = http::Response::new(Full::new(Bytes::from(completion.to_string())));
+    Ok(respond("application/json", completion.to_string()))
+}
+
+/// `text` as chat-completion chunks, a word each, then a `stop` chunk and `[DONE]`.
+fn stream(model: &Value, text: &str) -> String {
+    let chunk = |delta: Value, finish: Value| {
+        let chunk = json!({ "id": "chatcmpl-script", "object": "chat.completion.chunk",
+            "created": 0, "model": model,
+            "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }] });
+        format!("data: {chunk}\n\n")
+    };
+    let mut events: Vec<String> = text
+        .split_inclusive(' ')
+        .map(|word| chunk(json!({ "content": word }), Value::Null))
+        .collect();
+    events.push(chunk(json!({}), json!("stop")));
+    events.push("data: [DONE]\n\n".to_owned());
+    events.concat()
+}
+
+fn respond(content_type: &'static str, body: String) -> http::Response<Full<Bytes>> {
+    let mut response = http::Response::new(Full::new(Bytes::from(body)));
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
+        http::HeaderValue::from_static(content_type),
     );
-    Ok(response)
+    response
 }

@@ -62,41 +62,41 @@ impl Transport for ReqwestTransport {
     fn send(&self, request: http::Request<Bytes>, timeout: Duration) -> TransportFuture {
         let client = self.client.clone();
         Box::pin(async move {
-            let mut request = reqwest::Request::try_from(request).map_err(classify)?;
-            *request.timeout_mut() = Some(timeout);
-            let response = client.execute(request).await.map_err(classify)?;
-            into_http(response).await
+            let response = execute(&client, request, timeout).await?;
+            let head = head(&response);
+            let body = response.bytes().await.map_err(classify)?;
+            head.body(body).map_err(other)
         })
     }
 
     fn send_streaming(&self, request: http::Request<Bytes>, timeout: Duration) -> StreamingFuture {
         let client = self.client.clone();
         Box::pin(async move {
-            let mut request = reqwest::Request::try_from(request).map_err(classify)?;
-            *request.timeout_mut() = Some(timeout);
-            let response = client.execute(request).await.map_err(classify)?;
-            let mut builder = http::Response::builder().status(response.status());
-            if let Some(headers) = builder.headers_mut() {
-                headers.extend(
-                    response
-                        .headers()
-                        .iter()
-                        .map(|(k, v)| (k.clone(), v.clone())),
-                );
-            }
+            let response = execute(&client, request, timeout).await?;
+            let head = head(&response);
             let body: ByteStream = Box::pin(
                 response
                     .bytes_stream()
                     .map(|chunk| chunk.map_err(|e| Box::new(e) as BoxError)),
             );
-            builder
-                .body(body)
-                .map_err(|e| TransportError::new(TransportErrorKind::Other, e))
+            head.body(body).map_err(other)
         })
     }
 }
 
-async fn into_http(response: reqwest::Response) -> Result<http::Response<Bytes>, TransportError> {
+/// Sends `request` with `timeout` over the whole exchange; resolves with the response head.
+async fn execute(
+    client: &reqwest::Client,
+    request: http::Request<Bytes>,
+    timeout: Duration,
+) -> Result<reqwest::Response, TransportError> {
+    let mut request = reqwest::Request::try_from(request).map_err(classify)?;
+    *request.timeout_mut() = Some(timeout);
+    client.execute(request).await.map_err(classify)
+}
+
+/// The response's status and headers.
+fn head(response: &reqwest::Response) -> http::response::Builder {
     let mut builder = http::Response::builder().status(response.status());
     if let Some(headers) = builder.headers_mut() {
         headers.extend(
@@ -106,10 +106,11 @@ async fn into_http(response: reqwest::Response) -> Result<http::Response<Bytes>,
                 .map(|(k, v)| (k.clone(), v.clone())),
         );
     }
-    let body = response.bytes().await.map_err(classify)?;
     builder
-        .body(body)
-        .map_err(|e| TransportError::new(TransportErrorKind::Other, e))
+}
+
+fn other(error: http::Error) -> TransportError {
+    TransportError::new(TransportErrorKind::Other, error)
 }
 
 fn classify(error: reqwest::Error) -> TransportError {
