@@ -47,11 +47,11 @@ impl Record {
     /// 200; a body that is not a string is served as its JSON text.
     pub(super) fn from_value(recorded: &Value) -> Self {
         let Value::Object(record) = recorded else {
-            return Self::new(200, "application/json", recorded.to_string());
+            return Self::new(200, "application/json", python_dumps(recorded));
         };
         let status = record
             .get("status")
-            .and_then(Value::as_u64)
+            .and_then(|s| s.as_u64().or_else(|| s.as_str()?.trim().parse().ok()))
             .and_then(|s| u16::try_from(s).ok())
             .unwrap_or(200);
         let headers = match record.get("headers") {
@@ -64,7 +64,7 @@ impl Record {
         let body = match record.get("body") {
             None => String::new(),
             Some(Value::String(body)) => body.clone(),
-            Some(other) => other.to_string(),
+            Some(other) => python_dumps(other),
         };
         Self {
             status,
@@ -101,6 +101,70 @@ impl Record {
             }
         }
         response
+    }
+}
+
+/// JSON text as Python's `json.dumps` writes it (`, ` and `: ` separators, non-ASCII escaped),
+/// so a result that is not an envelope is served with the bytes the Python SDK serves.
+fn python_dumps(value: &Value) -> String {
+    let mut out = Vec::new();
+    let mut serializer = serde_json::Serializer::with_formatter(&mut out, PythonFormatter);
+    match serde::Serialize::serialize(value, &mut serializer) {
+        Ok(()) => String::from_utf8(out).unwrap_or_else(|_| value.to_string()),
+        Err(_) => value.to_string(),
+    }
+}
+
+/// `json.dumps` defaults: `ensure_ascii=True`, `separators=(", ", ": ")`.
+struct PythonFormatter;
+
+impl serde_json::ser::Formatter for PythonFormatter {
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            writer.write_all(b", ")
+        }
+    }
+
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            writer.write_all(b", ")
+        }
+    }
+
+    fn begin_object_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+    ) -> std::io::Result<()> {
+        writer.write_all(b": ")
+    }
+
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        for c in fragment.chars() {
+            if c.is_ascii() {
+                writer.write_all(&[c as u8])?;
+            } else {
+                for unit in c.encode_utf16(&mut [0; 2]) {
+                    write!(writer, "\\u{unit:04x}")?;
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -151,11 +215,16 @@ mod tests {
 
     #[test]
     fn results_that_are_not_envelopes_are_served_as_json() {
-        let record = Record::from_value(&json!([1, 2]));
-        assert_eq!((record.status, record.body.as_str()), (200, "[1,2]"));
+        // The bytes Python's json.dumps gives for the same values.
+        let record = Record::from_value(&json!([1, "é😀", {"k": null}]));
+        let python = r#"[1, "\u00e9\ud83d\ude00", {"k": null}]"#;
+        assert_eq!((record.status, record.body.as_str()), (200, python));
         assert_eq!(record.content_type(), Some("application/json"));
-        let record = Record::from_value(&json!({"body": {"a": 1}}));
-        assert_eq!((record.status, record.body.as_str()), (200, r#"{"a":1}"#));
+        let record = Record::from_value(&json!({"status": "201", "body": {"a": [1, 2]}}));
+        assert_eq!(
+            (record.status, record.body.as_str()),
+            (201, r#"{"a": [1, 2]}"#)
+        );
     }
 
     #[test]
