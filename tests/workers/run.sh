@@ -6,7 +6,8 @@
 # 1. installs the pinned toolchain when missing (worker-build 0.8.7, wasm-bindgen-cli 0.2.130,
 #    the wasm32 target: about 7 min on a fresh 2-core machine; skipped when present),
 # 2. npm ci (wrangler 4.86.0, miniflare, binaryen 132.0.0 from package-lock.json),
-# 3. builds rebuno-dev and the example Worker with worker-build (nothing fetched from GitHub),
+# 3. builds rebuno-dev and the example Worker (with its `rig` feature) with worker-build
+#    (nothing fetched from GitHub),
 # 4. runs test.mjs, which prints the wasm size and closes with "N passed, M failed".
 set -euo pipefail
 
@@ -54,7 +55,7 @@ build() {
       CARGO_PROFILE_RELEASE_OPT_LEVEL=z \
       CARGO_PROFILE_RELEASE_LTO=true \
       CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
-      worker-build --release
+      worker-build --release . --features rig # the rig path is opt-in (see its Cargo.toml)
   )
 }
 

@@ -4,8 +4,9 @@
 //   REBUNO_DEV_BIN=path/to/rebuno-dev WORKER_BUILD_DIR=../../examples/workers/build node test.mjs
 //
 // The kernel delivers webhooks to a small Node proxy that forwards them to the Worker and times
-// each acknowledgement; a stub OpenAI-style provider answers the durable LLM calls. Prints one
-// line per test and closes with "N passed, M failed".
+// each acknowledgement; a stub OpenAI-style provider answers the durable LLM calls (made
+// directly, or through rig's OpenAI-compatible client). Prints one line per test and closes
+// with "N passed, M failed".
 
 import { spawn } from "node:child_process";
 import { createHmac } from "node:crypto";
@@ -67,8 +68,9 @@ const PIECES = ["Hello", " from", " the", " edge"];
 
 /**
  * A tiny OpenAI-style provider on loopback: `POST /v1/chat/completions` answers JSON, or with
- * `"stream": true` server-sent events, one `data:` chunk per 150 ms and `data: [DONE]`. Counts
- * every request it gets in `hits` and keeps their bodies in `requests`.
+ * `"stream": true` server-sent events, one `data:` chunk per 150 ms (the last one with the
+ * finish reason) and `data: [DONE]`. Counts every request it gets in `hits` and keeps their
+ * bodies in `requests`.
  */
 async function startStub() {
   const stub = { hits: 0, requests: [] };
@@ -83,6 +85,8 @@ async function startStub() {
       (content, i) =>
         `data: ${JSON.stringify({ id: "chatcmpl-test", object: "chat.completion.chunk", model: "gpt-test", choices: [{ index: 0, delta: i === 0 ? { role: "assistant", content } : { content } }] })}\n\n`,
     ),
+    // The last chunk carries the finish reason, as OpenAI's do (rig's stream needs it).
+    `data: ${JSON.stringify({ id: "chatcmpl-test", object: "chat.completion.chunk", model: "gpt-test", choices: [{ index: 0, delta: {}, finish_reason: "stop" }] })}\n\n`,
     "data: [DONE]\n\n",
   ];
   stub.json = json;
@@ -119,7 +123,8 @@ async function startStub() {
   });
   const port = await freePort();
   await new Promise((ok) => server.listen(port, "127.0.0.1", ok));
-  stub.url = `http://127.0.0.1:${port}/v1/chat/completions`;
+  stub.base = `http://127.0.0.1:${port}/v1`;
+  stub.url = `${stub.base}/chat/completions`;
   stub.server = server;
   return stub;
 }
@@ -242,6 +247,53 @@ async function llmCall({ kernel, proxy, stub }, stream) {
   return `1 provider request for 2 deliveries, ${out.chunks} chunk(s) read live, recorded ${result.body.length} B of ${contentType}`;
 }
 
+/**
+ * The same through rig: rig's OpenAI-compatible client (chat-completions wire) on the stub's
+ * base URL, sending through `rebuno::rig::Durable` over rig's reqwest client (the JS fetch). One
+ * `llm_call` step recorded by the first delivery; the re-delivery after the deadline yield
+ * replays it, so the stub is not asked again.
+ */
+async function rigCall({ kernel, proxy, stub }, stream) {
+  const before = stub.hits;
+  const created = await createExecution(kernel, { rig_url: stub.base, stream, work_ms: 3500 });
+  await sleep(5000);
+  const midway = await execution(kernel, created.id);
+  assert(midway.status === "running", `midway status ${midway.status}`);
+  const asked = stub.hits - before;
+  assert(asked === 1, `${asked} provider requests before the re-delivery`);
+  const done = await waitTerminal(kernel, created.id, 40_000);
+  assert(done.status === "completed", `status ${done.status}: ${JSON.stringify(done)}`);
+  const mine = proxy.deliveries.filter((d) => d.body.includes(created.id));
+  assert(mine.length === 2 && mine.every((d) => d.status === 200), `deliveries ${JSON.stringify(mine)}`);
+  assert(stub.hits - before === 1, `${stub.hits - before} provider requests after the re-delivery`);
+  const sent = stub.requests.at(-1);
+  assert(sent.model === "gpt-test" && (sent.stream === true) === stream, `request ${JSON.stringify(sent)}`);
+
+  const expected = stream ? stub.sse : stub.json;
+  const contentType = stream ? "text/event-stream" : "application/json";
+  const calls = (await steps(kernel, created.id)).filter((s) => s.kind === "llm_call");
+  assert(calls.length === 1, `${calls.length} llm_call steps: ${JSON.stringify(calls)}`);
+  const [call] = calls;
+  assert(call.target === "gpt-test", `target ${call.target}`);
+  assert(call.status === "succeeded", `step status ${call.status}`);
+  const result = call.result ?? {};
+  assert(result.status === 200, `recorded status ${result.status}`);
+  assert(
+    JSON.stringify(Object.keys(result.headers ?? {})) === '["content-type"]' &&
+      result.headers["content-type"] === contentType,
+    `recorded headers ${JSON.stringify(result.headers)}`,
+  );
+  assert(result.body === expected, `recorded body ${JSON.stringify(result.body)}`);
+
+  const out = done.output ?? {};
+  const pieces = stream ? PIECES.length : 1;
+  assert(out.text === ANSWER && out.pieces === pieces, `output ${JSON.stringify(out)}`);
+  const live = liveSteps(await events(kernel, created.id));
+  const counts = Object.values(live);
+  assert(counts.length === 3 && counts.every((n) => n === 1), `live steps ${JSON.stringify(live)}`);
+  return `1 provider request for 2 deliveries, rig read ${out.pieces} text piece(s), recorded ${result.body.length} B of ${contentType}`;
+}
+
 const tests = [
   [
     "a signed dispatch gets 200 at once and the execution completes",
@@ -304,6 +356,14 @@ const tests = [
   [
     "a streamed durable LLM call (SSE) streams, is recorded once and replayed on re-delivery",
     (context) => llmCall(context, true),
+  ],
+  [
+    "a rig completion (rig::Durable over rig-reqwest) is recorded once and replayed on re-delivery",
+    (context) => rigCall(context, false),
+  ],
+  [
+    "a streamed rig completion is read event by event, recorded once and replayed on re-delivery",
+    (context) => rigCall(context, true),
   ],
   [
     "a stream that stalls past the call's timeout fails the step instead of recording it cut short",

@@ -11,6 +11,9 @@ use rebuno::{Agent, Body, HandlerError, Tool};
 use serde::{Deserialize, Serialize};
 use worker::{Context, Env, HttpRequest, event};
 
+// The rig completion: its text and how many pieces rig delivered.
+#[cfg(feature = "rig")]
+use crate::rig::ask as ask_rig;
 use crate::text::{Analysis, Analyze, analyze, answer_text};
 
 /// The agent id when `REBUNO_AGENT_ID` is not set.
@@ -20,6 +23,15 @@ const DEFAULT_AGENT_ID: &str = "workers-example";
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 enum Input {
+    /// `{"rig_url": "http://…/v1", "stream": bool, "work_ms": N}`: one completion through rig's
+    /// OpenAI-compatible client sending through `rebuno::rig::Durable`.
+    Rig {
+        rig_url: String,
+        #[serde(default)]
+        stream: bool,
+        #[serde(default)]
+        work_ms: u64,
+    },
     /// `{"llm_url": "...", "stream": bool, "work_ms": N, "timeout_ms": N}`: one durable LLM
     /// call (`timeout_ms` bounds it, body included; default 600 s).
     Llm {
@@ -43,6 +55,14 @@ enum Input {
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 enum Output {
+    Rig {
+        /// The answer's text as rig delivered it.
+        text: String,
+        /// How many text pieces rig delivered: the stream's deltas, or the message's parts.
+        pieces: usize,
+        worked_ms: u64,
+        checked_at: u64,
+    },
     Llm {
         status: u16,
         /// The provider's body as read: JSON, or the event stream's text.
@@ -101,8 +121,8 @@ fn analyze_tool() -> Tool<Analyze, Analysis> {
         .execute(|args: Analyze| async move { Ok::<_, Infallible>(analyze(&args.text)) })
 }
 
-/// The handler: the tool (or the LLM call), a slow `work` step, then a `checked_at` step
-/// recording the time, so a replay returns the same values.
+/// The handler: the tool (or the LLM call, or the rig completion), a slow `work` step, then a
+/// `checked_at` step recording the time, so a replay returns the same values.
 async fn handle(analyze: &Tool<Analyze, Analysis>, input: Input) -> Result<Output, HandlerError> {
     match input {
         Input::Analyze { text, work_ms } => {
@@ -111,6 +131,20 @@ async fn handle(analyze: &Tool<Analyze, Analysis>, input: Input) -> Result<Outpu
             Ok(Output::Analyze {
                 words: analysis.words,
                 longest: analysis.longest,
+                worked_ms,
+                checked_at,
+            })
+        }
+        Input::Rig {
+            rig_url,
+            stream,
+            work_ms,
+        } => {
+            let (text, pieces) = ask_rig(&rig_url, stream).await?;
+            let (worked_ms, checked_at) = work(work_ms).await?;
+            Ok(Output::Rig {
+                text,
+                pieces,
                 worked_ms,
                 checked_at,
             })
@@ -135,6 +169,12 @@ async fn handle(analyze: &Tool<Analyze, Analysis>, input: Input) -> Result<Outpu
             })
         }
     }
+}
+
+/// Without the `rig` feature the rig path is not compiled in: say so.
+#[cfg(not(feature = "rig"))]
+async fn ask_rig(_url: &str, _stream: bool) -> Result<(String, usize), HandlerError> {
+    Err("this Worker was built without the `rig` feature, so it has no rig path".into())
 }
 
 /// One durable `llm_call` step through the Workers `fetch`: the status, the whole body and how

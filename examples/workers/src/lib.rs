@@ -23,9 +23,21 @@
 //! a re-delivery. Output `{"status": N, "body": "<the provider's body>", "content": "<its
 //! text>", "chunks": N, "worked_ms": N, "checked_at": <unix ms>}`, `chunks` being how many
 //! pieces the live read got. An optional `"timeout_ms"` bounds the call, body included.
+//!
+//! Input `{"rig_url": "http://…/v1", "stream": false, "work_ms": 0}` asks the same through rig
+//! instead: rig's OpenAI-compatible client (chat-completions wire, model `gpt-test`) whose HTTP
+//! client is `rebuno::rig::Durable` over rig's reqwest client (the JS `fetch` on wasm), so the
+//! completion is one `llm_call` step, replayed on a re-delivery. With `stream` true it reads
+//! rig's stream event by event. Output `{"text": "<the answer>", "pieces": N, "worked_ms": N,
+//! "checked_at": <unix ms>}`, `pieces` being how many text pieces rig delivered. This path needs
+//! the crate's `rig` feature, which adds about 360 KB gzipped to the wasm:
+//! `worker-build --release . --features rig`. Without it, such an input fails the execution
+//! with a message saying so.
 
 #[cfg(target_arch = "wasm32")]
 mod agent;
+#[cfg(all(target_arch = "wasm32", feature = "rig"))]
+mod rig;
 // Used by the wasm32-only agent; compiled everywhere so its tests run on the host.
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 mod text;
