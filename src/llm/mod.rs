@@ -33,13 +33,23 @@
 //!
 //! # Making a client durable
 //!
-//! - Raw calls: [`fetch`], or [`DurableLlm::send`] on a service you keep.
-//! - rig (feature `rig`): `rebuno::rig::Durable` is a rig HTTP client, so every rig provider
-//!   becomes durable.
-//! - Any client built on tower or `http` types: put [`DurableLlmLayer`] in front of its
-//!   transport service.
-//! - A client that only takes a base URL: point it at a small proxy whose handler is a
-//!   [`DurableLlm`] (a handler-side route, since the call must run inside the execution).
+//! - Raw calls: [`fetch`], or [`DurableLlm::send`] on a service you keep (any [`Transport`],
+//!   e.g. `rebuno_workers::FetchTransport` on Cloudflare Workers).
+//! - Any client built on tower and `http` types: put [`DurableLlmLayer`] in front of the
+//!   service that reaches the provider.
+//! - rig (feature `rig`, native and wasm32): `rebuno::rig::Durable` is a rig HTTP client, so
+//!   every rig provider becomes durable.
+//! - async-openai (feature `async-openai`, native): `rebuno::async_openai::client`.
+//! - Clients that only let you set a base URL (genai, ollama-rs, openai-api-rs,
+//!   langchain-rust), native: `rebuno_hyper::LlmGateway` hands each dispatch a loopback base
+//!   URL and forwards through a [`DurableLlm`] bound to it.
+//!
+//! The execution is found when a call is first polled, on the polling thread; a call made
+//! from a task spawned outside the handler's scope needs [`DurableLlm::bound`] (or
+//! [`ExecutionContext::scope`](crate::ExecutionContext::scope)). A streamed body dropped
+//! before its end is recorded when the execution next submits a step or ends its dispatch.
+//!
+//! [`Transport`]: crate::kernel::Transport
 
 mod body;
 mod delta;
