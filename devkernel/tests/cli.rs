@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{AgentClient, kernel_with_agent};
+use common::{AgentClient, Run, kernel_with_agent};
 use rebuno_devkernel::cli::{self, Outcome};
 use rebuno_devkernel::{ExecutionStatus, StepStatus};
 use serde_json::json;
@@ -70,6 +70,55 @@ async fn exec_create_watch_follows_until_completed() {
             .last()
             .unwrap()
             .contains("execution.cancelled")
+    );
+}
+
+#[tokio::test]
+async fn exec_create_watch_shows_live_deltas_of_a_streamed_step() {
+    let (kernel, mut agent) = kernel_with_agent().await;
+    let driver_kernel = kernel.clone();
+    // The "agent": one llm_call step whose answer streams in two deltas, then completes.
+    let driver = tokio::spawn(async move {
+        let delivery = agent.next().await;
+        let id = delivery.execution_id.parse().unwrap();
+        let run = Run {
+            id,
+            dispatch: delivery.dispatch_id,
+            attempt: delivery.attempt,
+            api: AgentClient::new(&driver_kernel.url()),
+        };
+        let decision = run
+            .submit(json!({"kind": "llm_call", "target": "gpt-test", "args": {"model": "gpt-test"}, "idempotency": "safe_to_retry"}))
+            .await;
+        let step = decision["step_id"].as_str().unwrap().to_owned();
+        // Give the watcher time to subscribe: deltas are not replayed to late subscribers.
+        tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+        for (seq, data) in ["Hel", "lo"].into_iter().enumerate() {
+            let body = json!({"seq": seq, "data": data}).to_string();
+            let (status, _) = run.post(&format!("/steps/{step}/stream"), &body).await;
+            assert_eq!(status, 204);
+        }
+        // Deltas and the event log travel separately: let the deltas land first.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        run.complete(&step, json!({"result": {"status": 200, "body": "Hello"}}))
+            .await;
+        let (status, _) = run.post("/complete", r#"{"output":"Hello"}"#).await;
+        assert_eq!(status, 204);
+    });
+
+    let (outcome, output) = run_cli(&kernel.url(), &["exec", "create", "hello", "--watch"]).await;
+    driver.await.unwrap();
+
+    assert_eq!(outcome.unwrap(), Outcome::Success);
+    let deltas: Vec<&str> = output.lines().filter(|l| l.contains("~  delta")).collect();
+    assert_eq!(deltas.len(), 2, "{output}");
+    assert!(
+        deltas[0].contains("#0") && deltas[0].ends_with("Hel"),
+        "{output}"
+    );
+    assert!(
+        deltas[1].contains("#1") && deltas[1].ends_with("lo"),
+        "{output}"
     );
 }
 

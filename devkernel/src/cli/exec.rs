@@ -14,7 +14,8 @@ usage: rebuno-dev exec <command> [options]
 
 commands:
   create <agent> ['<json input>'] [--session S] [--watch]
-                        create an execution; --watch follows its events until it ends
+                        create an execution; --watch follows its events (and the live
+                        deltas of streamed LLM answers) until it ends
                         (exit 0 when completed, 1 otherwise)
   list [--agent A] [--status S] [--session S] [--limit N]
                         list executions, newest first

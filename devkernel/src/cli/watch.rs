@@ -1,4 +1,5 @@
-//! Following an execution's event log live by polling `/events?after_seq=`.
+//! Following an execution's event log live by polling `/events?after_seq=`, with the live step
+//! deltas of `/stream` (a streamed LLM answer) in between.
 
 use std::io::Write;
 use std::time::Duration;
@@ -28,20 +29,69 @@ pub(crate) fn event_line(event: &Value) -> String {
     format!("{seq:>4}  {kind:<26} {payload}")
 }
 
-/// Prints every event of `id` as it is appended until a terminal event; `Ok(true)` when the
-/// execution completed.
+/// One live delta as a terminal line: `~ step-prefix #seq text` (text on one line, cut).
+pub(crate) fn delta_line(data: &str) -> Option<String> {
+    let delta: Value = serde_json::from_str(data).ok()?;
+    let step = delta.get("step_id").and_then(Value::as_str).unwrap_or("?");
+    let seq = delta.get("seq").and_then(Value::as_i64).unwrap_or(0);
+    let text = delta.get("data").and_then(Value::as_str).unwrap_or("");
+    let flat: String = text.escape_debug().take(DELTA_WIDTH).collect();
+    let cut = if text.escape_debug().count() > DELTA_WIDTH {
+        "…"
+    } else {
+        ""
+    };
+    let step: String = step.chars().take(12).collect();
+    Some(format!("   ~  delta {step} #{seq:<3} {flat}{cut}"))
+}
+
+/// How much of a delta's text one line shows.
+const DELTA_WIDTH: usize = 100;
+
+/// Prints every event of `id` as it is appended until a terminal event, and live deltas as
+/// they arrive; `Ok(true)` when the execution completed.
 pub(crate) async fn follow(
     client: &Client,
     id: &str,
     out: &mut (dyn Write + Send),
 ) -> Result<bool, CliError> {
+    let (sender, mut deltas) = tokio::sync::mpsc::unbounded_channel();
+    let subscriber = client.clone();
+    let path = format!("/v0/executions/{id}/stream");
+    let stream = tokio::spawn(async move { subscriber.follow_events(&path, sender).await });
+    let followed = poll_events(client, id, out, &mut deltas).await;
+    stream.abort();
+    followed
+}
+
+/// Prints the deltas received so far.
+fn print_deltas(
+    deltas: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
+    out: &mut (dyn Write + Send),
+) -> Result<(), CliError> {
+    while let Ok(data) = deltas.try_recv() {
+        if let Some(line) = delta_line(&data) {
+            writeln!(out, "{line}")?;
+        }
+    }
+    Ok(())
+}
+
+async fn poll_events(
+    client: &Client,
+    id: &str,
+    out: &mut (dyn Write + Send),
+    deltas: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
+) -> Result<bool, CliError> {
     let mut after = 0u64;
     loop {
+        print_deltas(deltas, out)?;
         let page = client
             .get(&format!("/v0/executions/{id}/events?after_seq={after}"))
             .await?;
         let events = page.as_array().cloned().unwrap_or_default();
         for event in &events {
+            print_deltas(deltas, out)?;
             writeln!(out, "{}", event_line(event))?;
             after = event
                 .get("event_seq")
@@ -73,5 +123,15 @@ mod tests {
         assert_eq!(terminal("execution.completed"), Some(true));
         assert_eq!(terminal("execution.cancelled"), Some(false));
         assert_eq!(terminal("step.failed"), None);
+    }
+
+    #[test]
+    fn deltas_are_one_short_line() {
+        let data = r#"{"step_id":"0123456789abcdef","seq":2,"data":"data: {\"x\":1}\n\n"}"#;
+        assert_eq!(
+            delta_line(data).as_deref(),
+            Some(r#"   ~  delta 0123456789ab #2   data: {\"x\":1}\n\n"#)
+        );
+        assert_eq!(delta_line("not json"), None);
     }
 }
