@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 use support::events::{self, FIXTURES};
 use support::gateway::{Delivery, Gateway};
 use support::harness::{FUNCTION_TIMEOUT, Function};
+use support::llm_stub::{self, LlmStub};
 use support::markers::Markers;
 use support::{AGENT_ID, MAILER_POLICY, Role, SECRET, SETTLE_MS, STOPWATCH_STEP_MS, Scenario};
 
@@ -566,14 +567,39 @@ async fn packaged_example_bootstrap() {
         function.cold_start
     );
     let stack = Stack::connect(kernel, function, agent_id).await;
-    let input = json!({ "text": "durable agents on lambda" });
-    let (execution, delivery) = stack.dispatch_to(agent_id, input).await;
+    the_example_analyzes_a_text(&stack, agent_id).await;
+    for stream in [false, true] {
+        the_example_makes_one_durable_llm_call(&stack, agent_id, stream).await;
+    }
+    stack.stop().await;
+}
+
+/// Runs one execution of the example agent with `input` and waits until the function has
+/// answered its webhook and the sandbox froze: the run is over, or never will be.
+async fn run_example(stack: &Stack, agent_id: &str, input: Value) -> (Execution, Delivery) {
+    let n = stack.gateway.deliveries().len() + 1;
+    let execution = stack
+        .kernel
+        .create_execution(CreateExecution::new(agent_id, input))
+        .await
+        .expect("execution created");
+    let delivery = stack.gateway.delivery(n, FUNCTION_TIMEOUT).await;
     assert_eq!(delivery.status, 200, "{}", delivery.body);
-    assert!(stack.function.frozen(FUNCTION_TIMEOUT).await);
+    assert!(
+        stack.function.frozen(FUNCTION_TIMEOUT).await,
+        "the sandbox freezes once the run is done"
+    );
     let snapshot = stack
         .kernel
         .execution(execution.id)
         .expect("execution exists");
+    (snapshot, delivery)
+}
+
+/// The example's first use: `{"text"}` in, the analysis out.
+async fn the_example_analyzes_a_text(stack: &Stack, agent_id: &str) {
+    let input = json!({ "text": "durable agents on lambda" });
+    let (snapshot, delivery) = run_example(stack, agent_id, input).await;
     assert_eq!(
         snapshot.status,
         ExecutionStatus::Completed,
@@ -586,9 +612,175 @@ async fn packaged_example_bootstrap() {
         (Some(4), Some("durable"))
     );
     println!(
-        "bootstrap: ack {:?}, frozen {:?} after the ack, output {output}",
+        "example: ack {:?}, frozen {:?} after the ack, output {output}",
         delivery.ack_latency,
         delivery.answered.elapsed()
     );
+}
+
+/// The one `llm_call` step of an execution: its target and status checked, its record returned.
+fn llm_record(stack: &Stack, execution: &Execution) -> Value {
+    let steps: Vec<_> = stack
+        .kernel
+        .steps(execution.id)
+        .into_iter()
+        .filter(|step| step.kind == "llm_call")
+        .collect();
+    assert_eq!(steps.len(), 1, "exactly one llm_call step: {steps:#?}");
+    let step = &steps[0];
+    assert_eq!(step.target, "gpt-test");
+    assert_eq!(step.status, StepStatus::Succeeded, "{:?}", step.error);
+    step.result.clone().expect("the answer is recorded")
+}
+
+/// What the stub answers the first chat request with the default reply, byte for byte: the
+/// `chat.completion` object, or its `chat.completion.chunk` events and `[DONE]`. Built the way
+/// `tests/support/llm_stub.rs` builds it (same fields in the same order).
+fn stub_answer(stream: bool) -> String {
+    let reply = llm_stub::DEFAULT_REPLY;
+    let (id, created, model) = ("chatcmpl-stub-1", 1_700_000_000_u64, "gpt-test");
+    let words = reply.split_whitespace().count();
+    if !stream {
+        let usage =
+            json!({ "prompt_tokens": 12, "completion_tokens": words, "total_tokens": 12 + words });
+        return json!({
+            "id": id, "object": "chat.completion", "created": created, "model": model,
+            "choices": [{
+                "index": 0,
+                "message": { "role": "assistant", "content": reply },
+                "finish_reason": "stop",
+            }],
+            "usage": usage,
+        })
+        .to_string();
+    }
+    let event = |delta: Value, finish: Value| {
+        let chunk = json!({
+            "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+            "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }],
+        });
+        format!("data: {chunk}\n\n")
+    };
+    let chars: Vec<char> = reply.chars().collect();
+    let size = chars.len().div_ceil(16).max(5);
+    let mut body = event(json!({ "role": "assistant", "content": "" }), Value::Null);
+    for piece in chars.chunks(size) {
+        let piece: String = piece.iter().collect();
+        body.push_str(&event(json!({ "content": piece }), Value::Null));
+    }
+    body.push_str(&event(json!({}), json!("stop")));
+    body.push_str("data: [DONE]\n\n");
+    body
+}
+
+/// The example's durable LLM call: `{"llm_url", "stream"}` in, one provider request, one
+/// `llm_call` step recording the whole answer before the sandbox freezes; then a fork of the
+/// execution at that step, run as a new invocation, replays the record without a new request.
+async fn the_example_makes_one_durable_llm_call(stack: &Stack, agent_id: &str, stream: bool) {
+    let stub = LlmStub::start().await;
+    let input = json!({ "llm_url": stub.chat_url(), "stream": stream });
+    let (done, delivery) = run_example(stack, agent_id, input).await;
+    assert_eq!(
+        done.status,
+        ExecutionStatus::Completed,
+        "stream {stream}: {}",
+        done.failure_reason
+    );
+    assert_eq!(stub.hits(), 1, "stream {stream}: one provider request");
+    let prompt = json!({
+        "model": "gpt-test",
+        "messages": [{ "role": "user", "content": "hi" }],
+        "stream": stream,
+    });
+    assert_eq!(stub.requests(), [prompt], "the request the example posted");
+
+    let answer = stub_answer(stream);
+    if stream {
+        assert!(answer.ends_with("data: [DONE]\n\n"), "{answer}");
+    }
+    let content_type = if stream {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    let record = llm_record(stack, &done);
+    assert_eq!(
+        record,
+        json!({ "status": 200, "headers": { "content-type": content_type }, "body": answer }),
+        "stream {stream}: the whole answer recorded as the stub sent it"
+    );
+    assert_eq!(
+        done.output,
+        Some(json!({ "status": 200, "text": answer })),
+        "stream {stream}: the handler read the whole answer"
+    );
+
+    // A fork at the step's outcome is a new execution whose dispatch (a new invocation)
+    // replays the recorded call and runs the rest, here nothing.
+    let settled = stack
+        .kernel
+        .events(done.id)
+        .into_iter()
+        .find(|event| event.kind == "step.succeeded" && event.payload["step_type"] == "llm_call")
+        .expect("the llm_call step succeeded")
+        .event_seq;
+    let n = stack.gateway.deliveries().len() + 1;
+    let fork = stack.kernel.fork(done.id, settled).expect("fork");
+    let replayed = stack
+        .kernel
+        .wait_terminal(fork.id, FUNCTION_TIMEOUT)
+        .await
+        .expect("the fork's dispatch finishes");
+    let redelivery = stack.gateway.delivery(n, FUNCTION_TIMEOUT).await;
+    assert_eq!(redelivery.status, 200, "{}", redelivery.body);
+    assert_ne!(delivery.request_id, redelivery.request_id);
+    assert!(stack.function.frozen(FUNCTION_TIMEOUT).await);
+    assert_eq!(
+        replayed.status,
+        ExecutionStatus::Completed,
+        "stream {stream}: {}",
+        replayed.failure_reason
+    );
+    assert_eq!(
+        replayed.output, done.output,
+        "stream {stream}: the replay served the record"
+    );
+    assert_eq!(
+        llm_record(stack, &fork),
+        record,
+        "stream {stream}: the fork kept the record"
+    );
+    assert_eq!(
+        stub.hits(),
+        1,
+        "stream {stream}: the replay did not call the provider"
+    );
+    println!(
+        "llm (stream {stream}): ack {:?}, replay ack {:?}",
+        delivery.ack_latency, redelivery.ack_latency
+    );
+}
+
+/// Durable LLM calls on Lambda, answered as JSON: the example function's handler, under the
+/// simulator with the internal extension, records the call before the freeze and replays it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_records_a_json_llm_answer_and_replays_it() {
+    show_logs();
+    let markers = Markers::new("llm-json");
+    let stack = Stack::start_scenario(Scenario::Example, &markers, |spec| spec).await;
+    let agent_id = Scenario::Example.agent_id();
+    the_example_analyzes_a_text(&stack, agent_id).await;
+    the_example_makes_one_durable_llm_call(&stack, agent_id, false).await;
+    stack.stop().await;
+}
+
+/// The same with a streamed (server-sent events) answer: teed to the handler live, recorded
+/// whole up to `data: [DONE]`, and replayed byte for byte.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_records_a_streamed_llm_answer_whole_and_replays_it() {
+    show_logs();
+    let markers = Markers::new("llm-sse");
+    let stack = Stack::start_scenario(Scenario::Example, &markers, |spec| spec).await;
+    the_example_makes_one_durable_llm_call(&stack, Scenario::Example.agent_id(), true).await;
     stack.stop().await;
 }

@@ -1,4 +1,4 @@
-//! A Rebuno agent on AWS Lambda: one durable tool and one local step.
+//! A Rebuno agent on AWS Lambda: one durable tool and one local step, or one durable LLM call.
 //!
 //! Run with:
 //!
@@ -15,21 +15,60 @@
 //! environment, and `REBUNO_AGENT_ID` (default `lambda-example`).
 //!
 //! Input `{"text": "..."}`; output `{"words": N, "longest": "...", "checked_at": <unix seconds>}`.
+//!
+//! Input `{"llm_url": "...", "stream": bool}` makes one durable LLM call instead: an
+//! OpenAI-style chat completion posted to `llm_url` through [`rebuno::llm::fetch`], recorded
+//! by the kernel as an `llm_call` step and replayed on re-delivery without calling the provider
+//! again. Output `{"status": <HTTP status>, "text": "<the whole answer body>"}`.
 
 use std::convert::Infallible;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use bytes::Bytes;
 use rebuno::{Agent, HandlerError, Tool};
 use serde::{Deserialize, Serialize};
 use tracing_subscriber::EnvFilter;
 
-/// The execution's input.
+/// The execution's input: a model to ask, or a text to analyze.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Request {
+    Ask(Ask),
+    Analyze(Input),
+}
+
+/// Input for one durable LLM call.
+#[derive(Debug, Deserialize)]
+struct Ask {
+    /// An OpenAI-style chat-completions URL.
+    llm_url: String,
+    /// Whether to ask for a server-sent-events answer.
+    #[serde(default)]
+    stream: bool,
+}
+
+/// Input for the analysis.
 #[derive(Debug, Deserialize)]
 struct Input {
     text: String,
 }
 
-/// The execution's output.
+/// The execution's output, by request.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum Reply {
+    Answer(Answer),
+    Analysis(Output),
+}
+
+/// The provider's answer as the handler read it (a replay reads the recorded one).
+#[derive(Debug, Serialize)]
+struct Answer {
+    status: u16,
+    text: String,
+}
+
+/// The analysis output.
 #[derive(Debug, Serialize)]
 struct Output {
     words: usize,
@@ -57,17 +96,29 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_ansi(false)
         .without_time() // CloudWatch stamps every line
         .init();
+    rebuno_lambda::run(agent()?).await?;
+    Ok(())
+}
+
+/// The agent and its handler, configured from the environment (`REBUNO_URL`,
+/// `REBUNO_AGENT_SECRET`, `REBUNO_AGENT_ID`). The simulator tests of `rebuno-lambda` include
+/// this file and serve this agent.
+pub(crate) fn agent() -> Result<Agent, rebuno::Error> {
     let agent_id = std::env::var("REBUNO_AGENT_ID").unwrap_or_else(|_| "lambda-example".to_owned());
     let agent = Agent::builder(agent_id)
-        .description("Counts the words of a text and finds the longest one")
+        .description("Counts the words of a text and finds the longest one, or asks a model")
         .build()?;
     let analyze = analyze_tool();
-    agent.bind(move |input: Input| {
+    agent.bind(move |request: Request| {
         let analyze = analyze.clone();
-        async move { handle(&analyze, input).await }
+        async move {
+            match request {
+                Request::Ask(ask) => llm_call(ask).await.map(Reply::Answer),
+                Request::Analyze(input) => handle(&analyze, input).await.map(Reply::Analysis),
+            }
+        }
     });
-    rebuno_lambda::run(agent).await?;
-    Ok(())
+    Ok(agent)
 }
 
 /// A durable tool: policy applies to it, and a replayed dispatch gets the recorded result.
@@ -90,7 +141,7 @@ fn analyze(text: &str) -> Analysis {
     }
 }
 
-/// The handler: the tool, then a local step recording when the text was checked, so a replay
+/// The analysis: the tool, then a local step recording when the text was checked, so a replay
 /// returns the same time.
 async fn handle(analyze: &Tool<Analyze, Analysis>, input: Input) -> Result<Output, HandlerError> {
     let analysis = analyze.call(Analyze { text: input.text }).await?;
@@ -103,6 +154,23 @@ async fn handle(analyze: &Tool<Analyze, Analysis>, input: Input) -> Result<Outpu
         longest: analysis.longest,
         checked_at,
     })
+}
+
+/// One durable LLM call: an `llm_call` step (target `gpt-test`) whose answer the kernel records
+/// once, streamed or not, and serves again on a replay without a new provider request.
+async fn llm_call(ask: Ask) -> Result<Answer, HandlerError> {
+    let prompt = serde_json::json!({
+        "model": "gpt-test",
+        "messages": [{ "role": "user", "content": "hi" }],
+        "stream": ask.stream,
+    });
+    let request = http::Request::post(ask.llm_url)
+        .header("content-type", "application/json")
+        .body(Bytes::from(prompt.to_string()))?;
+    let response = rebuno::llm::fetch(request).await?;
+    let status = response.status().as_u16();
+    let text = response.into_body().text().await?;
+    Ok(Answer { status, text })
 }
 
 fn unix_seconds() -> u64 {

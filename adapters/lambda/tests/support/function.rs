@@ -32,6 +32,9 @@ pub async fn serve(role: Role) {
         Scenario::Lookup => agent(),
         Scenario::Stopwatch => stopwatch(),
         Scenario::Mailer => mailer(),
+        Scenario::Example => {
+            super::example::agent().expect("REBUNO_URL and REBUNO_AGENT_SECRET are set by the test")
+        }
     };
     let outcome = match role {
         Role::Extension => rebuno_lambda::run(agent).await.map_err(Into::into),

@@ -59,6 +59,7 @@ impl Function {
     pub async fn start_scenario(scenario: Scenario, kernel_url: &str, markers: &Path) -> Self {
         let config = test_binary(Role::Extension, kernel_url)
             .env(SCENARIO_ENV, scenario.as_str())
+            .env("REBUNO_AGENT_ID", scenario.agent_id())
             .env(MARKERS_ENV, markers.to_string_lossy());
         Self::start_process(config, true).await
     }

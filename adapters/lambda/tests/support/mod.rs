@@ -4,9 +4,17 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod events;
+/// The example Lambda function (`examples/lambda`), whose agent [`Scenario::Example`] serves.
+#[path = "../../../../examples/lambda/src/main.rs"]
+#[allow(clippy::disallowed_methods)] // `SystemTime::now` in a native-only example
+pub mod example;
 pub mod function;
 pub mod gateway;
 pub mod harness;
+/// The OpenAI-style provider stub of the core crate's durable-LLM tests.
+#[path = "../../../../tests/support/llm_stub.rs"]
+#[allow(clippy::disallowed_methods)] // its server task is a `tokio::spawn`
+pub mod llm_stub;
 pub mod markers;
 
 /// Tells the re-executed test binary which function to run (see `function_process`).
@@ -63,6 +71,9 @@ pub enum Scenario {
     /// `mailer`: a local step, then the `send_email` tool (held for approval by
     /// [`MAILER_POLICY`]); each body leaves a marker.
     Mailer,
+    /// `lambda-example`: the agent of the example function (`examples/lambda`), whose
+    /// `{"llm_url", "stream"}` input makes one durable LLM call.
+    Example,
 }
 
 /// How long the stopwatch's first step takes: longer than the window its invocation leaves
@@ -84,11 +95,12 @@ impl Scenario {
             Self::Lookup => "lookup",
             Self::Stopwatch => "stopwatch",
             Self::Mailer => "mailer",
+            Self::Example => "example",
         }
     }
 
     pub fn parse(scenario: &str) -> Option<Self> {
-        [Self::Lookup, Self::Stopwatch, Self::Mailer]
+        [Self::Lookup, Self::Stopwatch, Self::Mailer, Self::Example]
             .into_iter()
             .find(|s| s.as_str() == scenario)
     }
@@ -99,6 +111,7 @@ impl Scenario {
             Self::Lookup => AGENT_ID,
             Self::Stopwatch => "stopwatch",
             Self::Mailer => "mailer",
+            Self::Example => "lambda-example",
         }
     }
 }
