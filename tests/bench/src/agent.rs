@@ -2,11 +2,14 @@
 //!
 //! Input `{"k": K, "mode": M}`: `live` calls the no-op tool K times and completes; `hold` does
 //! the same but, on the first delivery attempt, waits forever after the K calls (so a
-//! re-delivery replays all K); `idle` waits inside a tool for an hour.
+//! re-delivery replays all K); `idle` waits inside a tool for an hour. `llm` and `llm_hold` are
+//! `live` and `hold` with K durable LLM calls ([`rebuno::llm::fetch`], each an `llm_call` step)
+//! to the chat-completions stub at the input's `llm_url` instead of the K tool calls.
 
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
+use bytes::Bytes;
 use rebuno::{Agent, HandlerError, define_tool};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -32,6 +35,30 @@ struct Input {
     k: u64,
     #[serde(default)]
     mode: String,
+    /// The stub provider's chat-completions URL (`llm` modes).
+    #[serde(default)]
+    llm_url: String,
+}
+
+/// One chat completion through the SDK's recorder; `i` makes each request (and step) distinct.
+async fn chat(url: &str, i: u64) -> Result<(), HandlerError> {
+    let body = json!({
+        "model": "bench",
+        "messages": [{"role": "user", "content": i.to_string()}],
+        "stream": false,
+    });
+    let request = http::Request::post(url)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Bytes::from(serde_json::to_vec(&body)?))?;
+    let response = rebuno::llm::fetch(request).await?;
+    if !response.status().is_success() {
+        return Err(format!("the provider answered {}", response.status()).into());
+    }
+    let answer: Value = serde_json::from_slice(&response.into_body().bytes().await?)?;
+    if answer["choices"][0]["message"]["content"].is_null() {
+        return Err("the provider's answer has no content".into());
+    }
+    Ok(())
 }
 
 /// Builds the benchmark agent against the kernel at `kernel_url`.
@@ -54,10 +81,15 @@ pub(crate) fn agent(kernel_url: &str, secret: &str) -> Result<Agent> {
                 wait.call(Wait { secs: 3600 }).await?;
                 return Ok::<Value, HandlerError>(json!({}));
             }
+            let llm = input.mode.starts_with("llm");
             for i in 0..input.k {
-                noop.call(Noop { i }).await?;
+                if llm {
+                    chat(&input.llm_url, i).await?;
+                } else {
+                    noop.call(Noop { i }).await?;
+                }
             }
-            if input.mode == "hold" && rebuno::execution()?.dispatch_attempt() == 1 {
+            if input.mode.ends_with("hold") && rebuno::execution()?.dispatch_attempt() == 1 {
                 std::future::pending::<()>().await;
             }
             Ok(json!({ "steps": input.k }))

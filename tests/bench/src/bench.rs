@@ -24,6 +24,8 @@ Workloads (default: all):
   replay   N executions with K recorded steps, re-delivered so every step replays
   idle     M executions in flight at once, each waiting inside a tool (RSS per execution)
   ack      signed dispatches straight to the agent at a fixed rate (HTTP 200 latency)
+  llm      N executions x K durable LLM calls to a stub provider in the kernel process,
+           C in flight; then re-delivered so every call replays (rust, python; not in all)
 
 Options:
   --n N             executions per live/replay run, rust and floor (default 1000)
@@ -84,6 +86,7 @@ pub(crate) struct Options {
     replay: bool,
     idle: bool,
     ack: bool,
+    llm: bool,
     n: usize,
     n_python: usize,
     k: usize,
@@ -107,6 +110,7 @@ impl Options {
             replay: true,
             idle: true,
             ack: true,
+            llm: false,
             n: 1000,
             n_python: 200,
             k: 10,
@@ -131,11 +135,12 @@ impl Options {
             };
             match arg.as_str() {
                 "all" if first => {}
-                "live" | "replay" | "idle" | "ack" if first => {
+                "live" | "replay" | "idle" | "ack" | "llm" if first => {
                     options.live = arg == "live";
                     options.replay = arg == "replay";
                     options.idle = arg == "idle";
                     options.ack = arg == "ack";
+                    options.llm = arg == "llm";
                 }
                 "--n" => options.n = value(arg)?.parse()?,
                 "--n-python" => options.n_python = value(arg)?.parse()?,
@@ -201,7 +206,7 @@ pub(crate) async fn run(options: Options) -> Result<()> {
         }
     }
     let python = if options.variants.contains(&Variant::Python)
-        && (options.live || options.replay || options.idle)
+        && (options.live || options.replay || options.idle || options.llm)
     {
         Some(python(&options)?)
     } else {
@@ -225,13 +230,19 @@ pub(crate) async fn run(options: Options) -> Result<()> {
                     options.reps,
                     variant.name()
                 );
-                env.live_replay(variant, &mut figures).await?;
+                env.live_replay(variant, false, &mut figures).await?;
             }
         }
         if options.idle {
             for &variant in order.iter().filter(|v| **v != Variant::Floor) {
                 eprintln!("rep {}/{}: idle {}", rep + 1, options.reps, variant.name());
                 env.idle(variant, &mut figures).await?;
+            }
+        }
+        if options.llm {
+            for &variant in order.iter().filter(|v| **v != Variant::Floor) {
+                eprintln!("rep {}/{}: llm {}", rep + 1, options.reps, variant.name());
+                env.live_replay(variant, true, &mut figures).await?;
             }
         }
         if options.ack {
@@ -520,7 +531,8 @@ impl Env {
         Ok((kernel, agent))
     }
 
-    async fn live_replay(&self, variant: Variant, figures: &mut Figures) -> Result<()> {
+    /// Live and replay phases (tool calls, or LLM calls with `llm`) against one fresh world.
+    async fn live_replay(&self, variant: Variant, llm: bool, figures: &mut Figures) -> Result<()> {
         let Options { k, c, .. } = self.options;
         let n = if variant == Variant::Python {
             self.options.n_python
@@ -531,124 +543,21 @@ impl Env {
             n: (2 * c).max(20),
             k,
             c,
+            llm,
         };
         let (mut kernel, agent) = self.world(variant, warm).await?;
-        if self.options.live {
-            let (cpu0, kcpu0) = (agent.cpu()?, kernel.proc.cpu()?);
-            let report = kernel.run(&Request::Live { n, k, c }).await?;
-            let (cpu1, kcpu1) = (agent.cpu()?, kernel.proc.cpu()?);
-            let steps = (n * k) as f64;
-            record(
-                figures,
-                variant,
-                "live_cpu_us_per_step",
-                (cpu1 - cpu0) * 1e6 / steps,
-            );
-            record(
-                figures,
-                variant,
-                "live_kernel_cpu_us_per_step",
-                (kcpu1 - kcpu0) * 1e6 / steps,
-            );
-            record(
-                figures,
-                variant,
-                "live_execs_per_s",
-                n as f64 / report.elapsed_s,
-            );
-            record(
-                figures,
-                variant,
-                "live_steps_per_s",
-                steps / report.elapsed_s,
-            );
-            record(
-                figures,
-                variant,
-                "live_step_p50_ms",
-                report.step_p50_ms.unwrap_or(f64::NAN),
-            );
-            record(
-                figures,
-                variant,
-                "live_between_steps_p50_ms",
-                report.between_p50_ms.unwrap_or(f64::NAN),
-            );
-            record(
-                figures,
-                variant,
-                "live_within_step_p50_ms",
-                report.within_p50_ms.unwrap_or(f64::NAN),
-            );
-            record(
-                figures,
-                variant,
-                "live_step_p99_ms",
-                report.step_p99_ms.unwrap_or(f64::NAN),
-            );
-            record(
-                figures,
-                variant,
-                "live_peak_rss_kib",
-                peak_rss_kib(agent.pid()?)? as f64,
-            );
-            if report.steps != n * k {
-                eprintln!(
-                    "warning: {} steps recorded, expected {}",
-                    report.steps,
-                    n * k
-                );
-            }
-            eprintln!(
-                "  live: {:.0} exec/s, {:.1} µs agent CPU/step ({:.1} kernel), p50 {:.2} ms",
-                n as f64 / report.elapsed_s,
-                (cpu1 - cpu0) * 1e6 / steps,
-                (kcpu1 - kcpu0) * 1e6 / steps,
-                report.step_p50_ms.unwrap_or(f64::NAN)
-            );
+        let (live, replay) = if llm {
+            (&LLM, &LLM_REPLAY)
+        } else {
+            (&LIVE, &REPLAY)
+        };
+        if llm || self.options.live {
+            let request = Request::Live { n, k, c, llm };
+            measure_live(&mut kernel, &agent, variant, &request, live, figures).await?;
         }
-        if self.options.replay {
-            kernel.wait(&Request::Hold { n, k, c }).await?;
-            let (cpu0, kcpu0) = (agent.cpu()?, kernel.proc.cpu()?);
-            let report = kernel.run(&Request::Redeliver { c }).await?;
-            let (cpu1, kcpu1) = (agent.cpu()?, kernel.proc.cpu()?);
-            let steps = report.steps.max(1) as f64;
-            record(
-                figures,
-                variant,
-                "replay_cpu_us_per_step",
-                (cpu1 - cpu0) * 1e6 / steps,
-            );
-            record(
-                figures,
-                variant,
-                "replay_kernel_cpu_us_per_step",
-                (kcpu1 - kcpu0) * 1e6 / steps,
-            );
-            record(
-                figures,
-                variant,
-                "replay_steps_per_s",
-                steps / report.elapsed_s,
-            );
-            record(
-                figures,
-                variant,
-                "replay_step_p50_ms",
-                report.step_p50_ms.unwrap_or(f64::NAN),
-            );
-            record(
-                figures,
-                variant,
-                "replay_step_p99_ms",
-                report.step_p99_ms.unwrap_or(f64::NAN),
-            );
-            eprintln!(
-                "  replay: {:.0} steps/s, {:.1} µs agent CPU/step ({:.1} kernel)",
-                steps / report.elapsed_s,
-                (cpu1 - cpu0) * 1e6 / steps,
-                (kcpu1 - kcpu0) * 1e6 / steps
-            );
+        if llm || self.options.replay {
+            kernel.wait(&Request::Hold { n, k, c, llm }).await?;
+            measure_replay(&mut kernel, &agent, variant, c, replay, figures).await?;
         }
         kernel.quit().await;
         agent.stop().await;
@@ -658,7 +567,12 @@ impl Env {
     async fn idle(&self, variant: Variant, figures: &mut Figures) -> Result<()> {
         for paced in [false, true] {
             let m = self.options.m;
-            let warm = Request::Live { n: 20, k: 1, c: 4 };
+            let warm = Request::Live {
+                n: 20,
+                k: 1,
+                c: 4,
+                llm: false,
+            };
             let (mut kernel, agent) = self.world(variant, warm).await?;
             tokio::time::sleep(Duration::from_millis(300)).await;
             let pid = agent.pid()?;
@@ -724,6 +638,161 @@ impl Env {
         );
         agent.stop().await;
         Ok(())
+    }
+}
+
+/// The metric names of one live phase.
+struct LiveMetrics {
+    /// What the progress line calls the phase.
+    label: &'static str,
+    cpu: &'static str,
+    kernel_cpu: &'static str,
+    execs: &'static str,
+    steps: &'static str,
+    p50: &'static str,
+    p99: &'static str,
+    between: &'static str,
+    within: &'static str,
+    rss: &'static str,
+}
+
+/// No-op tool calls.
+const LIVE: LiveMetrics = LiveMetrics {
+    label: "live",
+    cpu: "live_cpu_us_per_step",
+    kernel_cpu: "live_kernel_cpu_us_per_step",
+    execs: "live_execs_per_s",
+    steps: "live_steps_per_s",
+    p50: "live_step_p50_ms",
+    p99: "live_step_p99_ms",
+    between: "live_between_steps_p50_ms",
+    within: "live_within_step_p50_ms",
+    rss: "live_peak_rss_kib",
+};
+
+/// Durable LLM calls to the stub provider.
+const LLM: LiveMetrics = LiveMetrics {
+    label: "llm",
+    cpu: "llm_cpu_us_per_step",
+    kernel_cpu: "llm_kernel_cpu_us_per_step",
+    execs: "llm_execs_per_s",
+    steps: "llm_steps_per_s",
+    p50: "llm_step_p50_ms",
+    p99: "llm_step_p99_ms",
+    between: "llm_between_steps_p50_ms",
+    within: "llm_within_step_p50_ms",
+    rss: "llm_peak_rss_kib",
+};
+
+/// The metric names of one replay phase.
+struct ReplayMetrics {
+    /// What the progress line calls the phase.
+    label: &'static str,
+    cpu: &'static str,
+    kernel_cpu: &'static str,
+    steps: &'static str,
+    p50: &'static str,
+    p99: &'static str,
+}
+
+/// Replayed tool calls.
+const REPLAY: ReplayMetrics = ReplayMetrics {
+    label: "replay",
+    cpu: "replay_cpu_us_per_step",
+    kernel_cpu: "replay_kernel_cpu_us_per_step",
+    steps: "replay_steps_per_s",
+    p50: "replay_step_p50_ms",
+    p99: "replay_step_p99_ms",
+};
+
+/// Replayed LLM calls.
+const LLM_REPLAY: ReplayMetrics = ReplayMetrics {
+    label: "llm-replay",
+    cpu: "llm_replay_cpu_us_per_step",
+    kernel_cpu: "llm_replay_kernel_cpu_us_per_step",
+    steps: "llm_replay_steps_per_s",
+    p50: "llm_replay_step_p50_ms",
+    p99: "llm_replay_step_p99_ms",
+};
+
+/// Runs `request` (a [`Request::Live`]) and records its figures under `names`.
+async fn measure_live(
+    kernel: &mut KernelProc,
+    agent: &Proc,
+    variant: Variant,
+    request: &Request,
+    names: &LiveMetrics,
+    figures: &mut Figures,
+) -> Result<()> {
+    let &Request::Live { n, k, llm, .. } = request else {
+        bail!("measure_live needs a live request");
+    };
+    let (cpu0, kcpu0) = (agent.cpu()?, kernel.proc.cpu()?);
+    let report = kernel.run(request).await?;
+    let (cpu1, kcpu1) = (agent.cpu()?, kernel.proc.cpu()?);
+    let steps = (n * k) as f64;
+    let (cpu, kcpu) = ((cpu1 - cpu0) * 1e6 / steps, (kcpu1 - kcpu0) * 1e6 / steps);
+    let or_nan = |value: Option<f64>| value.unwrap_or(f64::NAN);
+    let mut put = |metric, value| record(figures, variant, metric, value);
+    put(names.cpu, cpu);
+    put(names.kernel_cpu, kcpu);
+    put(names.execs, n as f64 / report.elapsed_s);
+    put(names.steps, steps / report.elapsed_s);
+    put(names.p50, or_nan(report.step_p50_ms));
+    put(names.between, or_nan(report.between_p50_ms));
+    put(names.within, or_nan(report.within_p50_ms));
+    put(names.p99, or_nan(report.step_p99_ms));
+    put(names.rss, peak_rss_kib(agent.pid()?)? as f64);
+    if report.steps != n * k {
+        eprintln!(
+            "warning: {} steps recorded, expected {}",
+            report.steps,
+            n * k
+        );
+    }
+    warn_provider_calls(report.provider_calls, if llm { n * k } else { 0 });
+    eprintln!(
+        "  {}: {:.0} exec/s, {cpu:.1} µs agent CPU/step ({kcpu:.1} kernel), p50 {:.2} ms",
+        names.label,
+        n as f64 / report.elapsed_s,
+        or_nan(report.step_p50_ms)
+    );
+    Ok(())
+}
+
+/// Re-delivers the held executions (`c` at a time) and records the replay's figures under `names`.
+async fn measure_replay(
+    kernel: &mut KernelProc,
+    agent: &Proc,
+    variant: Variant,
+    c: usize,
+    names: &ReplayMetrics,
+    figures: &mut Figures,
+) -> Result<()> {
+    let (cpu0, kcpu0) = (agent.cpu()?, kernel.proc.cpu()?);
+    let report = kernel.run(&Request::Redeliver { c }).await?;
+    let (cpu1, kcpu1) = (agent.cpu()?, kernel.proc.cpu()?);
+    let steps = report.steps.max(1) as f64;
+    let (cpu, kcpu) = ((cpu1 - cpu0) * 1e6 / steps, (kcpu1 - kcpu0) * 1e6 / steps);
+    let mut put = |metric, value| record(figures, variant, metric, value);
+    put(names.cpu, cpu);
+    put(names.kernel_cpu, kcpu);
+    put(names.steps, steps / report.elapsed_s);
+    put(names.p50, report.step_p50_ms.unwrap_or(f64::NAN));
+    put(names.p99, report.step_p99_ms.unwrap_or(f64::NAN));
+    warn_provider_calls(report.provider_calls, 0);
+    eprintln!(
+        "  {}: {:.0} steps/s, {cpu:.1} µs agent CPU/step ({kcpu:.1} kernel)",
+        names.label,
+        steps / report.elapsed_s,
+    );
+    Ok(())
+}
+
+/// Warns when the stub provider was asked `calls` times rather than `expected`.
+fn warn_provider_calls(calls: usize, expected: usize) {
+    if calls != expected {
+        eprintln!("warning: the stub provider answered {calls} requests, expected {expected}");
     }
 }
 
@@ -905,6 +974,97 @@ fn print_report(env: &Env, figures: &Figures, cpus: usize, took: Duration) {
         Row {
             label: "kernel CPU per live step (µs)",
             metric: "live_kernel_cpu_us_per_step",
+            scale: 1.0,
+            decimals: 1,
+            target: "",
+        },
+        Row {
+            label: "agent CPU per LLM call (µs)",
+            metric: "llm_cpu_us_per_step",
+            scale: 1.0,
+            decimals: 1,
+            target: "",
+        },
+        Row {
+            label: "agent CPU per replayed LLM call (µs)",
+            metric: "llm_replay_cpu_us_per_step",
+            scale: 1.0,
+            decimals: 1,
+            target: "",
+        },
+        Row {
+            label: "executions/s (llm)",
+            metric: "llm_execs_per_s",
+            scale: 1.0,
+            decimals: 0,
+            target: "",
+        },
+        Row {
+            label: "LLM calls/s",
+            metric: "llm_steps_per_s",
+            scale: 1.0,
+            decimals: 0,
+            target: "",
+        },
+        Row {
+            label: "replayed LLM calls/s",
+            metric: "llm_replay_steps_per_s",
+            scale: 1.0,
+            decimals: 0,
+            target: "",
+        },
+        Row {
+            label: "LLM step latency p50 (ms)",
+            metric: "llm_step_p50_ms",
+            scale: 1.0,
+            decimals: 3,
+            target: "",
+        },
+        Row {
+            label: "LLM step latency p99 (ms)",
+            metric: "llm_step_p99_ms",
+            scale: 1.0,
+            decimals: 3,
+            target: "",
+        },
+        Row {
+            label: "  of which: complete→next submit p50",
+            metric: "llm_between_steps_p50_ms",
+            scale: 1.0,
+            decimals: 3,
+            target: "",
+        },
+        Row {
+            label: "  of which: submit→complete p50",
+            metric: "llm_within_step_p50_ms",
+            scale: 1.0,
+            decimals: 3,
+            target: "",
+        },
+        Row {
+            label: "replayed LLM step latency p50 (ms)",
+            metric: "llm_replay_step_p50_ms",
+            scale: 1.0,
+            decimals: 3,
+            target: "",
+        },
+        Row {
+            label: "replayed LLM step latency p99 (ms)",
+            metric: "llm_replay_step_p99_ms",
+            scale: 1.0,
+            decimals: 3,
+            target: "",
+        },
+        Row {
+            label: "agent peak RSS, llm (MiB)",
+            metric: "llm_peak_rss_kib",
+            scale: 1.0 / 1024.0,
+            decimals: 1,
+            target: "",
+        },
+        Row {
+            label: "kernel+stub CPU per LLM call (µs)",
+            metric: "llm_kernel_cpu_us_per_step",
             scale: 1.0,
             decimals: 1,
             target: "",

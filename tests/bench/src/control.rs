@@ -16,7 +16,8 @@ pub(crate) enum Request {
         /// Shared HMAC secret.
         secret: String,
     },
-    /// Runs `n` executions of `k` no-op tool calls, `c` at a time, each to its end.
+    /// Runs `n` executions of `k` no-op tool calls (or `k` LLM calls), `c` at a time, each to
+    /// its end.
     Live {
         /// Executions.
         n: usize,
@@ -24,6 +25,9 @@ pub(crate) enum Request {
         k: usize,
         /// Executions in flight at once.
         c: usize,
+        /// Make durable LLM calls to the kernel process's stub provider instead of tool calls.
+        #[serde(default)]
+        llm: bool,
     },
     /// Runs `n` executions of `k` tool calls, `c` at a time, until each has recorded its `k`
     /// steps and is waiting (first attempt); they stay in flight for [`Request::Redeliver`].
@@ -34,6 +38,9 @@ pub(crate) enum Request {
         k: usize,
         /// Executions in flight at once.
         c: usize,
+        /// LLM calls instead of tool calls (as in [`Request::Live`]).
+        #[serde(default)]
+        llm: bool,
     },
     /// Re-delivers every held execution, `c` at a time, and waits for each to complete: every
     /// one of its `k` steps replays.
@@ -78,6 +85,9 @@ pub(crate) struct RunReport {
     /// Live only, p50 in milliseconds: from `step.proposed` to `step.succeeded` of one step
     /// (the submit's answer, the tool, the complete).
     pub(crate) within_p50_ms: Option<f64>,
+    /// Requests the stub LLM provider answered during the run (none when every call replays).
+    #[serde(default)]
+    pub(crate) provider_calls: usize,
 }
 
 /// What a [`Request::Hold`] or [`Request::Idle`] reached.

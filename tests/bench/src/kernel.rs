@@ -13,6 +13,7 @@ use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use uuid::Uuid;
 
 use crate::control::{Reply, Request, RunReport, WaitReport};
+use crate::llm::Stub;
 use crate::stats::quantile;
 
 /// The agent id every variant registers as.
@@ -25,6 +26,8 @@ struct Driver {
     kernel: DevKernel,
     agent_id: String,
     held: Vec<(Uuid, usize)>,
+    /// The stub LLM provider of the `llm` workload.
+    llm: Stub,
 }
 
 /// Serves the kernel and answers control requests until `quit` or the end of stdin.
@@ -33,12 +36,14 @@ pub(crate) async fn run() -> Result<()> {
         .start()
         .await
         .context("starting the dev kernel")?;
+    let llm = crate::llm::stub().await?;
     let mut out = tokio::io::stdout();
     send(&mut out, &Reply::Ready(kernel.url())).await?;
     let mut driver = Driver {
         kernel,
         agent_id: AGENT_ID.to_owned(),
         held: Vec::new(),
+        llm,
     };
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     while let Some(line) = lines.next_line().await? {
@@ -77,11 +82,26 @@ impl Driver {
                 self.agent_id = agent_id;
                 Ok(Reply::Ok)
             }
-            Request::Live { n, k, c } => Ok(Reply::Run(self.live(n, k, c).await?)),
-            Request::Hold { n, k, c } => Ok(Reply::Wait(self.hold(n, k, c).await?)),
+            Request::Live { n, k, c, llm } => {
+                let input = self.input(k, if llm { "llm" } else { "live" });
+                Ok(Reply::Run(self.live(n, c, input).await?))
+            }
+            Request::Hold { n, k, c, llm } => {
+                let input = self.input(k, if llm { "llm_hold" } else { "hold" });
+                Ok(Reply::Wait(self.hold(n, k, c, input).await?))
+            }
             Request::Redeliver { c } => Ok(Reply::Run(self.redeliver(c).await?)),
             Request::Idle { m, paced } => Ok(Reply::Wait(self.idle(m, paced).await?)),
             Request::Quit => Ok(Reply::Ok),
+        }
+    }
+
+    /// The input of a `k`-step execution in `mode` (LLM modes also get the stub's URL).
+    fn input(&self, k: usize, mode: &str) -> serde_json::Value {
+        if mode.starts_with("llm") {
+            json!({"k": k, "mode": mode, "llm_url": self.llm.url})
+        } else {
+            json!({"k": k, "mode": mode})
         }
     }
 
@@ -93,8 +113,9 @@ impl Driver {
         Ok(created.id)
     }
 
-    /// `n` executions of `k` steps, `c` at a time, each waited to its end.
-    async fn live(&self, n: usize, k: usize, c: usize) -> Result<RunReport> {
+    /// `n` executions of `input`, `c` at a time, each waited to its end.
+    async fn live(&self, n: usize, c: usize, input: serde_json::Value) -> Result<RunReport> {
+        let calls = self.llm.calls();
         let next = Arc::new(AtomicUsize::new(0));
         let outcomes = Arc::new(Mutex::new(Vec::with_capacity(n)));
         let started = Instant::now();
@@ -103,9 +124,10 @@ impl Driver {
             let (next, outcomes) = (next.clone(), outcomes.clone());
             let kernel = self.kernel.clone();
             let agent_id = self.agent_id.clone();
+            let input = input.clone();
             workers.push(tokio::spawn(async move {
                 while next.fetch_add(1, Ordering::Relaxed) < n {
-                    let input = json!({"k": k, "mode": "live"});
+                    let input = input.clone();
                     let outcome = match kernel
                         .create_execution(CreateExecution::new(&agent_id, input))
                         .await
@@ -126,6 +148,7 @@ impl Driver {
         let elapsed_s = started.elapsed().as_secs_f64();
         let outcomes = std::mem::take(&mut *lock(&outcomes));
         let mut report = tally(&outcomes, elapsed_s);
+        report.provider_calls = self.llm.calls() - calls;
         let (mut gaps, mut between, mut within) = (Vec::new(), Vec::new(), Vec::new());
         let ms = |from: i128, to: i128| (to - from) as f64 / 1e6;
         for (id, _, _) in &outcomes {
@@ -157,15 +180,21 @@ impl Driver {
         Ok(report)
     }
 
-    /// `n` executions run their `k` steps on their first attempt and then wait.
-    async fn hold(&mut self, n: usize, k: usize, c: usize) -> Result<WaitReport> {
+    /// `n` executions of `input` run their `k` steps on their first attempt and then wait.
+    async fn hold(
+        &mut self,
+        n: usize,
+        k: usize,
+        c: usize,
+        input: serde_json::Value,
+    ) -> Result<WaitReport> {
         let started = Instant::now();
         let mut pending = Vec::new();
         let mut created = 0;
         self.held.clear();
         while created < n || !pending.is_empty() {
             while created < n && pending.len() < c.max(1) {
-                pending.push(self.create(json!({"k": k, "mode": "hold"})).await?);
+                pending.push(self.create(input.clone()).await?);
                 created += 1;
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
@@ -202,6 +231,7 @@ impl Driver {
 
     /// Re-delivers the held executions, `c` at a time.
     async fn redeliver(&mut self, c: usize) -> Result<RunReport> {
+        let calls = self.llm.calls();
         let held = Arc::new(std::mem::take(&mut self.held));
         let next = Arc::new(AtomicUsize::new(0));
         let outcomes = Arc::new(Mutex::new(Vec::with_capacity(held.len())));
@@ -241,6 +271,7 @@ impl Driver {
         let elapsed_s = started.elapsed().as_secs_f64();
         let outcomes = std::mem::take(&mut *lock(&outcomes));
         let mut report = tally(&outcomes, elapsed_s);
+        report.provider_calls = self.llm.calls() - calls;
         report.steps = held.first().map_or(0, |(_, k)| *k) * report.completed;
         let mut per_step = std::mem::take(&mut *lock(&per_step));
         report.step_p50_ms = finite(quantile(&mut per_step, 0.50));

@@ -2,7 +2,7 @@
 //! repository root). Not part of the test suite.
 //!
 //! ```text
-//! cargo run --release -p rebuno-bench -- [all|live|replay|idle|ack] [options]
+//! cargo run --release -p rebuno-bench -- [all|live|replay|idle|ack|llm] [options]
 //! ```
 //!
 //! The driver starts a dev kernel in its own process (this binary in the `kernel` role), serves
@@ -17,6 +17,7 @@ mod bench;
 mod control;
 mod floor;
 mod kernel;
+mod llm;
 mod proc;
 mod stats;
 
