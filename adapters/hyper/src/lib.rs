@@ -26,7 +26,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use rebuno::Agent;
@@ -35,6 +35,9 @@ use tokio::net::TcpListener;
 
 /// How long shutdown waits for background runs by default.
 const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long an HTTP/1 connection may wait for its next request by default.
+const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Serves `agent` on `listener` until the returned future is dropped or its shutdown signal
 /// fires. Await it (it implements [`IntoFuture`]).
@@ -45,6 +48,7 @@ pub fn serve(listener: TcpListener, agent: Agent) -> Serve {
         background: TokioRuntime::new(),
         signal: Box::pin(std::future::pending()),
         drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+        idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
     }
 }
 
@@ -56,6 +60,7 @@ pub struct Serve {
     background: TokioRuntime,
     signal: Pin<Box<dyn Future<Output = ()> + Send>>,
     drain_timeout: Duration,
+    idle_timeout: Option<Duration>,
 }
 
 impl std::fmt::Debug for Serve {
@@ -64,6 +69,7 @@ impl std::fmt::Debug for Serve {
             .field("addr", &self.listener.local_addr().ok())
             .field("agent", &self.agent)
             .field("drain_timeout", &self.drain_timeout)
+            .field("idle_timeout", &self.idle_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -82,6 +88,16 @@ impl Serve {
     /// are dropped; the kernel re-delivers them when their lease expires.
     pub fn drain_timeout(mut self, timeout: Duration) -> Self {
         self.drain_timeout = timeout;
+        self
+    }
+
+    /// How long an HTTP/1 connection may wait for (the headers of) its next request before it
+    /// is closed (default 5 s; `None` keeps idle connections open). The kernel opens one
+    /// connection per concurrent delivery and keeps it alive; without this, a burst of
+    /// deliveries leaves that many idle sockets, each holding its buffers, for as long as the
+    /// kernel keeps them.
+    pub fn idle_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
+        self.idle_timeout = timeout.into();
         self
     }
 
@@ -106,10 +122,17 @@ impl Serve {
             background,
             mut signal,
             drain_timeout,
+            idle_timeout,
         } = self;
         let spawner = Spawner(Arc::new(background.clone()));
         let graceful = GracefulShutdown::new();
-        let builder = auto::Builder::new(TokioExecutor::new());
+        let mut builder = auto::Builder::new(TokioExecutor::new());
+        // hyper's header-read timeout also runs while a kept-alive connection waits for its
+        // next request, so it closes idle connections; it needs a timer to run at all.
+        builder
+            .http1()
+            .timer(TokioTimer::new())
+            .header_read_timeout(idle_timeout);
         tracing::info!(addr = ?listener.local_addr().ok(), agent_id = agent.id(), "serving agent");
         loop {
             tokio::select! {

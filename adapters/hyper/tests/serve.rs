@@ -123,3 +123,37 @@ async fn only_the_webhook_path_and_health_are_served() {
         405
     );
 }
+
+#[tokio::test]
+async fn idle_keep_alive_connections_are_closed_after_the_idle_timeout() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let agent = Agent::builder("idle")
+        .secret("s3cret")
+        .base_url("http://127.0.0.1:9")
+        .build()
+        .expect("agent");
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let server = rebuno_hyper::serve(listener, agent).idle_timeout(Duration::from_millis(300));
+    tokio::spawn(server.into_future());
+
+    let mut connection = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    connection
+        .write_all(b"GET /healthz HTTP/1.1\r\nhost: agent\r\n\r\n")
+        .await
+        .expect("request");
+    let mut answer = vec![0; 1024];
+    let n = connection.read(&mut answer).await.expect("response");
+    assert!(
+        answer[..n].starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        String::from_utf8_lossy(&answer[..n])
+    );
+
+    // Kept alive, then closed by the server once idle for longer than the timeout.
+    let closed = tokio::time::timeout(Duration::from_secs(5), connection.read(&mut answer))
+        .await
+        .expect("the server closed the idle connection in time");
+    assert_eq!(closed.expect("read"), 0, "EOF from the server");
+}

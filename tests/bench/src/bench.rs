@@ -593,6 +593,9 @@ impl Env {
                 "  idle{}: {before} KiB -> {after} KiB with {m} in flight: {per:.0} B each; open fds {fds_before} -> {fds_after}",
                 if paced { " (paced)" } else { "" }
             );
+            if !paced {
+                settled(pid, m, (before, fds_before), variant, figures).await?;
+            }
             kernel.quit().await;
             agent.stop().await;
         }
@@ -958,6 +961,20 @@ fn print_report(env: &Env, figures: &Figures, cpus: usize, took: Duration) {
             target: "",
         },
         Row {
+            label: "  RSS per idle exec, 7 s later (KB)",
+            metric: "idle_settled_bytes_per_exec",
+            scale: 1e-3,
+            decimals: 2,
+            target: "",
+        },
+        Row {
+            label: "  agent sockets per idle exec, 7 s later",
+            metric: "idle_settled_fds_per_exec",
+            scale: 1.0,
+            decimals: 2,
+            target: "",
+        },
+        Row {
             label: "RSS per idle exec, paced (KB)",
             metric: "idle_paced_bytes_per_exec",
             scale: 1e-3,
@@ -1208,4 +1225,28 @@ fn print_report(env: &Env, figures: &Figures, cpus: usize, took: Duration) {
             verdict(idle <= 10_000.0)
         );
     }
+}
+
+/// How long the idle executions wait before the settled figures: past rebuno-hyper's default
+/// 5 s idle timeout, so the webhook connections the burst opened are closed by then.
+const SETTLE: Duration = Duration::from_secs(7);
+
+/// The idle figures again once the burst's idle connections had time to close.
+async fn settled(
+    pid: u32,
+    m: usize,
+    (before, fds_before): (u64, usize),
+    variant: Variant,
+    figures: &mut Figures,
+) -> Result<()> {
+    tokio::time::sleep(SETTLE).await;
+    let (after, fds_after) = (rss_kib(pid)?, open_fds(pid)?);
+    let per = (after.saturating_sub(before) * 1024) as f64 / m as f64;
+    let fds = (fds_after as f64 - fds_before as f64) / m as f64;
+    record(figures, variant, "idle_settled_bytes_per_exec", per);
+    record(figures, variant, "idle_settled_fds_per_exec", fds);
+    eprintln!(
+        "  idle after {SETTLE:?}: {after} KiB: {per:.0} B each; open fds {fds_before} -> {fds_after}"
+    );
+    Ok(())
 }
