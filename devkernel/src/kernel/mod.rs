@@ -139,6 +139,9 @@ impl Kernel {
     pub(crate) fn new(config: Config) -> Result<Self, KernelError> {
         let http = reqwest::Client::builder()
             .timeout(config.webhook_timeout)
+            // Agent servers close idle keep-alive connections after 5 s (uvicorn's default and
+            // rebuno-hyper's): drop them first, so no delivery is written to a closing socket.
+            .pool_idle_timeout(std::time::Duration::from_secs(4))
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
             .build()
