@@ -4,7 +4,7 @@
 //! after a crash or in a fork, and subject to policy.
 //!
 //! The model is any OpenAI-compatible chat-completions endpoint with tool calling when
-//! `LLM_MODEL` and `LLM_BASE_URL` are set (`OPENAI_API_KEY` is sent as a bearer token when set),
+//! `LLM_BASE_URL` (and `LLM_MODEL`) are set (`OPENAI_API_KEY` is sent as a bearer token when set),
 //! e.g. `LLM_BASE_URL=https://api.openai.com/v1 LLM_MODEL=gpt-4o-mini` (build with `--features
 //! rustls` for https). Otherwise a scripted model is served on loopback, so the example runs
 //! offline. After the run, the example forks the execution at the checkpoint taken after the
@@ -73,21 +73,17 @@ fn script(n: usize) -> Reply {
         .unwrap_or(Reply::Text("fizzbuzz is ready"))
 }
 
-/// Where the model is: a chat-completions base URL, a model name and maybe a key.
+/// Where the model is.
 #[derive(Clone)]
-struct Model {
-    base_url: String,
-    name: String,
-    api_key: Option<String>,
-}
+struct Model(model::Endpoint);
 
 impl Model {
     /// One chat completion: a durable `llm_call` step. Returns the assistant message.
     async fn complete(&self, messages: &[Value]) -> Result<Value, HandlerError> {
-        let body = json!({ "model": self.name, "messages": messages, "tools": tool_specs() });
-        let mut request = http::Request::post(format!("{}/chat/completions", self.base_url))
+        let body = json!({ "model": self.0.name, "messages": messages, "tools": tool_specs() });
+        let mut request = http::Request::post(format!("{}/chat/completions", self.0.base_url))
             .header(http::header::CONTENT_TYPE, "application/json");
-        if let Some(key) = &self.api_key {
+        if let Some(key) = &self.0.api_key {
             request = request.header(http::header::AUTHORIZATION, format!("Bearer {key}"));
         }
         let response = rebuno::llm::fetch(request.body(body.to_string().into())?).await?;
@@ -190,24 +186,6 @@ async fn coder(
 /// The most model calls one run makes.
 const MAX_TURNS: usize = 30;
 
-/// The configured model, or the scripted stand-in served on loopback.
-async fn model() -> Result<Model, Box<dyn std::error::Error>> {
-    if let (Ok(name), Ok(base_url)) = (std::env::var("LLM_MODEL"), std::env::var("LLM_BASE_URL")) {
-        let api_key = std::env::var("OPENAI_API_KEY").ok();
-        return Ok(Model {
-            base_url,
-            name,
-            api_key,
-        });
-    }
-    let base_url = model::serve(script).await?;
-    Ok(Model {
-        base_url,
-        name: "scripted-coder".into(),
-        api_key: None,
-    })
-}
-
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     common::init_logs();
@@ -216,8 +194,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Every change goes through write_file, so a checkpoint stays valid until the next write.
     let driver = DirectoryWorkspace::new(&root).with_coverage_reuse(true);
 
-    let model = model().await?;
-    println!("model: {} at {}", model.name, model.base_url);
+    let model = Model(model::endpoint(script).await?);
+    println!("model: {} at {}", model.0.name, model.0.base_url);
 
     let agent = common::agent(&kernel, "coder")?;
     agent.bind(move |input: Value| {

@@ -82,26 +82,28 @@ const ANSWER: model::Reply = model::Reply::Text("It runs your agent to completio
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     common::init_logs();
-    let (base_url, model) = match std::env::var("LLM_BASE_URL") {
-        Ok(url) if !url.is_empty() => {
-            let model = std::env::var("LLM_MODEL").unwrap_or_else(|_| "gpt-4o-mini".into());
-            (url, model)
-        }
-        _ => (model::serve(|_| ANSWER).await?, "stub-model".to_owned()),
-    };
-    let key = std::env::var("OPENAI_API_KEY").unwrap_or_else(|_| "not-needed".into());
+    let endpoint = model::endpoint(|_| ANSWER).await?;
+    let key = endpoint
+        .api_key
+        .clone()
+        .unwrap_or_else(|| "not-needed".into());
     // Built once: each call finds the execution it runs in.
     let openai = rebuno::async_openai::client(
         OpenAIConfig::new()
-            .with_api_base(base_url.trim_end_matches('/'))
+            .with_api_base(&endpoint.base_url)
             .with_api_key(key),
     );
 
     let kernel = DevKernel::start().await?;
     let agent = common::agent(&kernel, "openai_chat")?;
-    bind(&agent, openai, model);
+    bind(&agent, openai, endpoint.name.clone());
     common::serve(&kernel, agent, None).await?;
-    println!("dev kernel at {}, model at {base_url}\n", kernel.url());
+    println!(
+        "dev kernel at {}, model {} at {}\n",
+        kernel.url(),
+        endpoint.name,
+        endpoint.base_url
+    );
 
     let question = json!({ "question": "What does a durable execution runtime do?" });
     let created = kernel

@@ -68,24 +68,26 @@ const ANSWER: model::Reply = model::Reply::Text("It runs your agent to completio
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     common::init_logs();
-    let (base_url, model) = match std::env::var("LLM_BASE_URL") {
-        Ok(url) if !url.is_empty() => {
-            let model = std::env::var("LLM_MODEL").unwrap_or_else(|_| "gpt-4o-mini".into());
-            (url, model)
-        }
-        _ => (model::serve(|_| ANSWER).await?, "stub-model".to_owned()),
-    };
-    let key = std::env::var("OPENAI_API_KEY").unwrap_or_else(|_| "not-needed".into());
+    let endpoint = model::endpoint(|_| ANSWER).await?;
+    let key = endpoint
+        .api_key
+        .clone()
+        .unwrap_or_else(|| "not-needed".into());
     // Built once: each call finds the execution it runs in when it is sent.
     let openai = OpenAIConfig::new(key)
-        .with_base_url(base_url.trim_end_matches('/'))
+        .with_base_url(&endpoint.base_url)
         .connect(Durable::new(ReqwestClient::default()));
 
     let kernel = DevKernel::start().await?;
     let agent = common::agent(&kernel, "rig_chat")?;
-    bind(&agent, openai, model);
+    bind(&agent, openai, endpoint.name.clone());
     common::serve(&kernel, agent, None).await?;
-    println!("dev kernel at {}, model at {base_url}\n", kernel.url());
+    println!(
+        "dev kernel at {}, model {} at {}\n",
+        kernel.url(),
+        endpoint.name,
+        endpoint.base_url
+    );
 
     let question = json!({ "question": "What does a durable execution runtime do?" });
     let created = kernel

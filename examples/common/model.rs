@@ -24,6 +24,33 @@ pub(crate) enum Reply {
     Text(&'static str),
 }
 
+/// The model an example talks to: an OpenAI-compatible chat-completions base URL, a model
+/// name and maybe a key.
+#[derive(Clone, Debug)]
+pub(crate) struct Endpoint {
+    pub(crate) base_url: String,
+    pub(crate) name: String,
+    pub(crate) api_key: Option<String>,
+}
+
+/// `LLM_BASE_URL` (with `LLM_MODEL`, default `gpt-4o-mini`, and `OPENAI_API_KEY` when set), or
+/// else `script` served on loopback as model `scripted`.
+pub(crate) async fn endpoint(script: fn(usize) -> Reply) -> std::io::Result<Endpoint> {
+    let var = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
+    if let Some(base_url) = var("LLM_BASE_URL") {
+        return Ok(Endpoint {
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            name: var("LLM_MODEL").unwrap_or_else(|| "gpt-4o-mini".into()),
+            api_key: var("OPENAI_API_KEY"),
+        });
+    }
+    Ok(Endpoint {
+        base_url: serve(script).await?,
+        name: "scripted".into(),
+        api_key: None,
+    })
+}
+
 /// Serves `script` and returns the base URL (`http://127.0.0.1:PORT/v1`).
 pub(crate) async fn serve(script: fn(usize) -> Reply) -> std::io::Result<String> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;

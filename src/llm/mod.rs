@@ -59,7 +59,10 @@ mod step;
 mod tee;
 
 pub use self::body::LlmBody;
-#[allow(unused_imports)] // used by the client integrations behind features
+#[cfg(any(
+    feature = "rig",
+    all(feature = "async-openai", not(target_arch = "wasm32"))
+))]
 pub(crate) use self::service::durable_call;
 pub use self::service::{DEFAULT_TIMEOUT, DurableLlm, DurableLlmLayer, TransportService};
 

@@ -7,7 +7,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
 use http_body_util::BodyDataStream;
-use serde_json::Value;
 use tower_service::Service;
 
 use super::body::LlmBody;
@@ -194,7 +193,7 @@ where
     F: FnOnce(http::Request<Bytes>) -> Fut,
     Fut: Future<Output = std::result::Result<http::Response<ByteStream>, BoxError>>,
 {
-    let step = match begin(context, request.body()).await? {
+    let (step, asked_to_stream) = match begin(context, request.body()).await? {
         Begin::Bypass => {
             let response = send(request).await.map_err(provider_error)?;
             return Ok(response.map(LlmBody::from_stream));
@@ -204,12 +203,8 @@ where
             return Ok(record.into_response(streamed));
         }
         Begin::Refused(refusal) => return Ok(refusal_response(&refusal)),
-        Begin::Proceed(step) => step,
+        Begin::Proceed { step, stream } => (step, stream),
     };
-    let asked_to_stream = serde_json::from_slice::<Value>(request.body())
-        .ok()
-        .and_then(|body| body.get("stream").and_then(Value::as_bool))
-        == Some(true);
     // Like the Python SDK, a provider that cannot be reached leaves the step open: it is
     // `safe_to_retry`, so a re-delivery sends it again.
     let response = send(request).await.map_err(provider_error)?;

@@ -20,8 +20,8 @@ pub(super) enum Begin {
     Replay(Record),
     /// The kernel refused the call: answer as the provider would.
     Refused(Refusal),
-    /// Send it, then record the answer on this step.
-    Proceed(LlmStep),
+    /// Send it, then record the answer on this step. `stream` is the body's `"stream": true`.
+    Proceed { step: LlmStep, stream: bool },
 }
 
 /// A proceeding `llm_call` step.
@@ -37,6 +37,7 @@ pub(super) async fn begin(context: Option<ExecutionContext>, body: &Bytes) -> Re
         return Ok(Begin::Bypass);
     };
     let target = target(&payload);
+    let stream = payload.get("stream") == Some(&Value::Bool(true));
     let effect = Effect {
         kind: "llm_call",
         target: &target,
@@ -60,7 +61,10 @@ pub(super) async fn begin(context: Option<ExecutionContext>, body: &Bytes) -> Re
             ))),
         },
         Decision::Proceed => match decision.step_id {
-            Some(id) if !id.is_empty() => Ok(Begin::Proceed(LlmStep { context, id })),
+            Some(id) if !id.is_empty() => Ok(Begin::Proceed {
+                step: LlmStep { context, id },
+                stream,
+            }),
             _ => Err(Error::new(
                 ErrorKind::Protocol,
                 "kernel said proceed without a step_id",

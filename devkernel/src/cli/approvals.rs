@@ -49,14 +49,14 @@ pub(crate) fn parse(args: &[String]) -> Result<ApprovalsCommand, CliError> {
     match command.as_str() {
         "list" | "ls" => {
             let scanned = Scanned::scan(rest, &["--status"], &[])?;
-            scanned.expect(0, 0, "no arguments")?;
+            scanned.arity(0, 0, "no arguments")?;
             Ok(ApprovalsCommand::List {
                 status: scanned.value(&["--status"]),
             })
         }
         "grant" | "deny" => {
             let scanned = Scanned::scan(rest, &["--by", "--reason"], &[])?;
-            scanned.expect(1, 1, "<id>")?;
+            scanned.arity(1, 1, "<id>")?;
             Ok(ApprovalsCommand::Decide {
                 id: scanned.positional[0].clone(),
                 grant: command == "grant",

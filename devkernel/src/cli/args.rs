@@ -68,8 +68,8 @@ impl Scanned {
             .any(|(flag, _)| names.contains(&flag.as_str()))
     }
 
-    /// Exactly `count` positionals, else a usage error naming `what`.
-    pub(crate) fn expect(&self, min: usize, max: usize, what: &str) -> Result<(), CliError> {
+    /// Between `min` and `max` positionals, else a usage error naming `what`.
+    pub(crate) fn arity(&self, min: usize, max: usize, what: &str) -> Result<(), CliError> {
         let n = self.positional.len();
         if n < min || n > max {
             return Err(CliError::Usage(format!("expected {what}")));
@@ -104,6 +104,6 @@ mod tests {
         assert!(scan(&["--session"]).is_err());
         assert!(scan(&["--bogus"]).is_err());
         assert!(scan(&["--watch=yes"]).is_err());
-        assert!(scan(&["a"]).unwrap().expect(2, 2, "two").is_err());
+        assert!(scan(&["a"]).unwrap().arity(2, 2, "two").is_err());
     }
 }

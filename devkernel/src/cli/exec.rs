@@ -58,7 +58,7 @@ pub enum ExecCommand {
 
 fn one_id(rest: &[String], what: &str) -> Result<String, CliError> {
     let scanned = Scanned::scan(rest, &[], &[])?;
-    scanned.expect(1, 1, what)?;
+    scanned.arity(1, 1, what)?;
     Ok(scanned.positional[0].clone())
 }
 
@@ -70,7 +70,7 @@ pub(crate) fn parse(args: &[String]) -> Result<ExecCommand, CliError> {
     match command.as_str() {
         "create" => {
             let scanned = Scanned::scan(rest, &["--session", "-s"], &["--watch", "-w"])?;
-            scanned.expect(1, 2, "<agent> ['<json input>']")?;
+            scanned.arity(1, 2, "<agent> ['<json input>']")?;
             let input = match scanned.positional.get(1) {
                 Some(text) => Some(
                     serde_json::from_str(text)
@@ -88,7 +88,7 @@ pub(crate) fn parse(args: &[String]) -> Result<ExecCommand, CliError> {
         "list" | "ls" => {
             let scanned =
                 Scanned::scan(rest, &["--agent", "--status", "--session", "--limit"], &[])?;
-            scanned.expect(0, 0, "no arguments")?;
+            scanned.arity(0, 0, "no arguments")?;
             let limit = match scanned.value(&["--limit"]) {
                 Some(text) => Some(
                     text.parse()
