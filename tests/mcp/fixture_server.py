@@ -1,4 +1,4 @@
-"""A tiny MCP server on PyPI's `mcp` (2.3.0) for tests/mcp.rs: stdio, or streamable HTTP on
+"""A tiny MCP server on PyPI's `mcp` (2.3.0) for tests/integration/mcp.rs: stdio, or streamable HTTP on
 127.0.0.1 only.
 
     python fixture_server.py                         # stdio

@@ -1,4 +1,4 @@
-"""Parity oracle for tests/mcp.rs: reads a JSON array of raw CallToolResult objects (wire form)
+"""Parity oracle for tests/integration/mcp.rs: reads a JSON array of raw CallToolResult objects (wire form)
 on stdin and prints the Python SDK's flattening of each (rebuno 0.29.2 `_default_flatten` on
 `mcp` 2.3.0's CallToolResult model) as a JSON array."""
 

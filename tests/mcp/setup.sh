@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs (idempotently) the pinned MCP servers tests/mcp.rs and examples/mcp_files.rs run:
+# Installs (idempotently) the pinned MCP servers tests/integration/mcp.rs and examples/mcp_files.rs run:
 #   * npm: @modelcontextprotocol/server-everything and server-filesystem 2026.8.31, with
 #     `npm ci` from the committed package-lock.json into tests/mcp/node_modules;
 #   * PyPI: a venv with mcp==2.3.0 (the streamable-HTTP fixture server) and rebuno==0.29.2 (the

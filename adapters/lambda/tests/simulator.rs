@@ -635,7 +635,7 @@ fn llm_record(stack: &Stack, execution: &Execution) -> Value {
 
 /// What the stub answers the first chat request with the default reply, byte for byte: the
 /// `chat.completion` object, or its `chat.completion.chunk` events and `[DONE]`. Built the way
-/// `tests/support/llm_stub.rs` builds it (same fields in the same order).
+/// `tests/integration/support/llm_stub.rs` builds it (same fields in the same order).
 fn stub_answer(stream: bool) -> String {
     let reply = llm_stub::DEFAULT_REPLY;
     let (id, created, model) = ("chatcmpl-stub-1", 1_700_000_000_u64, "gpt-test");

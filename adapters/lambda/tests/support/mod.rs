@@ -12,7 +12,7 @@ pub mod function;
 pub mod gateway;
 pub mod harness;
 /// The OpenAI-style provider stub of the core crate's durable-LLM tests.
-#[path = "../../../../tests/support/llm_stub.rs"]
+#[path = "../../../../tests/integration/support/llm_stub.rs"]
 #[allow(clippy::disallowed_methods)] // its server task is a `tokio::spawn`
 pub mod llm_stub;
 pub mod markers;

@@ -1,0 +1,20 @@
+//! The dev kernel's integration tests, one module per area, linked into a single test binary so
+//! a clean build links once instead of eleven times.
+//!
+//! Run one area with a module filter, e.g. `cargo test -p rebuno-devkernel --test integration flow::`.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+mod api_keys;
+mod auth;
+mod cli;
+mod flow;
+mod forks;
+mod limits;
+mod policy_approvals;
+mod policy_test;
+mod resources;
+mod sessions_subagents;
+mod stream;

@@ -1,0 +1,163 @@
+//! An SDK agent served over HTTP runs real executions against the dev kernel.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
+
+use crate::support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rebuno::{HandlerError, define_tool, step};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use support::*;
+
+#[derive(Serialize, Deserialize)]
+struct Search {
+    query: String,
+}
+
+#[derive(Deserialize)]
+struct Input {
+    topic: String,
+}
+
+#[tokio::test]
+async fn two_tool_calls_and_a_step_complete_with_events_in_order() {
+    let _trace = trace_init();
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&runs);
+    let (kernel, served) = kernel_with("researcher", move |agent| {
+        let search = define_tool("search").execute(move |args: Search| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async move { Ok::<_, HandlerError>(vec![format!("{} result", args.query)]) }
+        });
+        agent.bind(move |input: Input| {
+            let search = search.clone();
+            async move {
+                let first = search
+                    .call(Search {
+                        query: input.topic.clone(),
+                    })
+                    .await?;
+                let second = search
+                    .call(Search {
+                        query: format!("{} history", input.topic),
+                    })
+                    .await?;
+                let stamp: u64 = step("stamp", || async { Ok::<_, HandlerError>(42) }).await?;
+                let hits = [first, second].concat();
+                Ok::<_, HandlerError>(json!({ "hits": hits, "stamp": stamp }))
+            }
+        });
+    })
+    .await;
+
+    let done = run(&kernel, "researcher", json!({ "topic": "rust" })).await;
+
+    assert_eq!(
+        done.status.as_str(),
+        "completed",
+        "failure: {}",
+        done.failure_reason
+    );
+    assert_eq!(
+        done.output,
+        Some(json!({ "hits": ["rust result", "rust history result"], "stamp": 42 }))
+    );
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    let events = kernel.events(done.id);
+    let steps: Vec<_> = types(&events)
+        .into_iter()
+        .filter(|t| t.starts_with("step."))
+        .collect();
+    let one_step = [
+        "step.proposed",
+        "step.allowed",
+        "step.executing",
+        "step.succeeded",
+    ];
+    assert_eq!(steps, [one_step, one_step, one_step].concat());
+    let types = types(&events);
+    assert_eq!(
+        &types[..3],
+        ["execution.created", "execution.started", "dispatch.queued"]
+    );
+    assert_eq!(
+        types.last().map(String::as_str),
+        Some("execution.completed")
+    );
+    let targets: Vec<_> = events
+        .iter()
+        .filter(|e| e.kind == "step.succeeded")
+        .map(|e| (e.payload["step_type"].clone(), e.payload["target"].clone()))
+        .collect();
+    assert_eq!(
+        targets,
+        [
+            (json!("tool_call"), json!("search")),
+            (json!("tool_call"), json!("search")),
+            (json!("local"), json!("stamp"))
+        ]
+    );
+    let seqs: Vec<u64> = events.iter().map(|e| e.event_seq).collect();
+    assert_eq!(seqs, (1..=events.len() as u64).collect::<Vec<_>>());
+    served.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_input_that_does_not_fit_fails_with_input_invalid() {
+    let _trace = trace_init();
+    let (kernel, served) = kernel_with("strict", |agent| {
+        agent.bind(|input: Input| async move { Ok::<_, HandlerError>(input.topic) });
+    })
+    .await;
+
+    let done = run(&kernel, "strict", json!({ "subject": "rust" })).await;
+
+    assert_eq!(done.status.as_str(), "failed");
+    assert!(
+        done.failure_reason.starts_with("input_invalid: "),
+        "{}",
+        done.failure_reason
+    );
+    assert!(
+        done.failure_reason.contains("topic"),
+        "{}",
+        done.failure_reason
+    );
+    served.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_failing_tool_fails_the_step_and_the_execution_with_tool_error() {
+    let _trace = trace_init();
+    let (kernel, served) = kernel_with("broken", |agent| {
+        let fetch = define_tool("fetch_page")
+            .execute(|_: Search| async { Err::<String, _>("connection reset") });
+        agent.bind(move |input: Input| {
+            let fetch = fetch.clone();
+            async move { Ok::<_, HandlerError>(fetch.call(Search { query: input.topic }).await?) }
+        });
+    })
+    .await;
+
+    let done = run(&kernel, "broken", json!({ "topic": "x" })).await;
+
+    assert_eq!(done.status.as_str(), "failed");
+    assert_eq!(
+        done.failure_reason,
+        "tool_error: fetch_page: connection reset"
+    );
+    let events = kernel.events(done.id);
+    let failed = events
+        .iter()
+        .find(|e| e.kind == "step.failed")
+        .expect("step.failed event");
+    assert_eq!(failed.payload["target"], "fetch_page");
+    let steps = kernel.steps(done.id);
+    assert_eq!(
+        steps[0].error,
+        Some(json!({ "message": "connection reset" }))
+    );
+    served.shutdown().await;
+}

@@ -1,0 +1,607 @@
+//! Durable LLM calls over real HTTP: an agent served by rebuno-hyper calls an OpenAI-style stub
+//! through `rebuno::llm::fetch`, against the in-process dev kernel. Each test checks the event
+//! log, the recorded step and the stub's hit counter: recorded once, replayed on re-delivery
+//! without a new provider hit, streamed live with consecutive `seq`, refused as an HTTP answer,
+//! and failed when the provider breaks mid-stream.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
+
+use crate::support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use rebuno::HandlerError;
+use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel, ExecutionStatus};
+use serde_json::{Value, json};
+use support::llm_stub::{Fault, LlmStub};
+use support::*;
+use tokio::sync::Semaphore;
+use uuid::Uuid;
+
+/// A provider as a plain tower service with its own body type: what `DurableLlmLayer` wraps.
+#[derive(Clone)]
+struct Canned;
+
+impl tower_service::Service<http::Request<Bytes>> for Canned {
+    type Response = http::Response<http_body_util::Full<Bytes>>;
+    type Error = std::convert::Infallible;
+    type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: http::Request<Bytes>) -> Self::Future {
+        let mut response = http::Response::new(http_body_util::Full::new(Bytes::from_static(
+            br#"{"choices":[{"message":{"content":"canned"}}]}"#,
+        )));
+        response.headers_mut().insert(
+            "content-type",
+            http::HeaderValue::from_static("application/json"),
+        );
+        std::future::ready(Ok(response))
+    }
+}
+
+/// How the handler treats the answer.
+#[derive(Clone, Copy)]
+enum Read {
+    /// Read the whole body and return it with the status.
+    All,
+    /// Stop reading (and drop the body) once `data: [DONE]` arrived.
+    UntilDone,
+    /// Read one chunk, then drop the body.
+    FirstChunk,
+}
+
+/// One call to the model, as the handler makes it.
+async fn ask(input: &Value) -> Result<Value, HandlerError> {
+    let stream = input["stream"].as_bool().unwrap_or(false);
+    let body = if input["raw"].as_bool() == Some(true) {
+        Bytes::from_static(b"not json: an upload")
+    } else {
+        let prompt = json!({ "model": "gpt-test", "messages": [{ "role": "user", "content": "hi" }], "stream": stream });
+        Bytes::from(prompt.to_string())
+    };
+    let request = http::Request::post(input["url"].as_str().unwrap_or_default())
+        .header("content-type", "application/json")
+        .body(body)?;
+    let response = if input["canned"].as_bool() == Some(true) {
+        let service = tower_layer::Layer::layer(&rebuno::llm::DurableLlmLayer::new(), Canned);
+        service.send(request).await?
+    } else {
+        rebuno::llm::fetch(request).await?
+    };
+    let status = response.status().as_u16();
+    let read = match input["read"].as_str() {
+        Some("until_done") => Read::UntilDone,
+        Some("first_chunk") => Read::FirstChunk,
+        _ => Read::All,
+    };
+    let text = read_body(response.into_body(), read).await?;
+    if input["strict"].as_bool() == Some(true) && status >= 400 {
+        return Err(format!("provider returned {status}: {text}").into());
+    }
+    Ok(json!({ "status": status, "text": text }))
+}
+
+async fn read_body(mut body: rebuno::llm::LlmBody, read: Read) -> Result<String, HandlerError> {
+    let mut text = Vec::new();
+    while let Some(chunk) = body.next().await {
+        text.extend_from_slice(&chunk.map_err(HandlerError::from)?);
+        match read {
+            Read::FirstChunk => break,
+            Read::UntilDone if text.ends_with(b"data: [DONE]\n\n") => break,
+            _ => {}
+        }
+    }
+    drop(body);
+    Ok(String::from_utf8(text)?)
+}
+
+/// The test's agent: waits for `gate` (when given a permit count of 0), asks once, and on the
+/// first delivery hangs after asking when `hang_first` is set (a dispatch that "dies").
+struct Asker {
+    kernel: DevKernel,
+    served: Served,
+    gate: Arc<Semaphore>,
+}
+
+async fn asker(policy: Option<&str>, gated: bool) -> Asker {
+    let kernel = DevKernel::start().await.unwrap();
+    let gate = Arc::new(Semaphore::new(if gated { 0 } else { 1000 }));
+    let agent = agent(&kernel, "asker");
+    let handler_gate = Arc::clone(&gate);
+    agent.bind(move |input: Value| {
+        let gate = Arc::clone(&handler_gate);
+        async move {
+            let context = rebuno::execution()?;
+            if context.dispatch_attempt() == 1 {
+                gate.acquire().await?.forget();
+            }
+            let answer = ask(&input).await;
+            if input["swallow"].as_bool() == Some(true) {
+                if input["hang_first"].as_bool() == Some(true) && context.dispatch_attempt() == 1 {
+                    std::future::pending::<()>().await;
+                }
+                return Ok(json!({ "swallowed": format!("{answer:?}") }));
+            }
+            let answer = answer?;
+            if input["hang_first"].as_bool() == Some(true) && context.dispatch_attempt() == 1 {
+                std::future::pending::<()>().await;
+            }
+            Ok::<_, HandlerError>(answer)
+        }
+    });
+    let served = serve(agent).await;
+    let mut spec = AgentSpec::new("asker", served.webhook_url(), SECRET);
+    if let Some(policy) = policy {
+        spec = spec.policy_yaml(policy);
+    }
+    kernel.register_agent(spec).unwrap();
+    Asker {
+        kernel,
+        served,
+        gate,
+    }
+}
+
+impl Asker {
+    async fn create(&self, input: Value) -> Uuid {
+        self.kernel
+            .create_execution(CreateExecution::new("asker", input))
+            .await
+            .unwrap()
+            .id
+    }
+
+    async fn wait_event(&self, id: Uuid, kind: &str) {
+        for _ in 0..2000 {
+            if self.kernel.events(id).iter().any(|e| e.kind == kind) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!(
+            "no {kind} event for {id}: {:?}",
+            types(&self.kernel.events(id))
+        );
+    }
+
+    /// The one `llm_call` step's stored form.
+    fn llm_step(&self, id: Uuid) -> Value {
+        let steps: Vec<Value> = self
+            .kernel
+            .steps(id)
+            .iter()
+            .map(|s| serde_json::to_value(s).unwrap())
+            .filter(|s| s["kind"] == "llm_call")
+            .collect();
+        assert_eq!(steps.len(), 1, "one llm_call step: {steps:#?}");
+        steps[0].clone()
+    }
+
+    /// Re-delivers the execution whose first dispatch hangs, and waits for its end.
+    async fn redeliver_and_finish(&self, id: Uuid) -> rebuno_devkernel::Execution {
+        self.kernel.redeliver(id).unwrap();
+        self.kernel.wait_terminal(id, WAIT).await.unwrap()
+    }
+
+    fn client(&self) -> rebuno::Client {
+        rebuno::Client::builder()
+            .base_url(self.kernel.url())
+            .build()
+            .unwrap()
+    }
+}
+
+#[tokio::test]
+async fn a_recorded_call_replays_on_redelivery_without_a_new_provider_hit() {
+    let _trace = trace_init();
+    let stub = LlmStub::start().await;
+    let asker = asker(None, false).await;
+    let id = asker
+        .create(json!({ "url": stub.chat_url(), "hang_first": true }))
+        .await;
+    asker.wait_event(id, "step.succeeded").await;
+    let live_hits = stub.hits();
+
+    let done = asker.redeliver_and_finish(id).await;
+
+    assert_eq!(done.status, ExecutionStatus::Completed);
+    assert_eq!(
+        (live_hits, stub.hits()),
+        (1, 1),
+        "the provider was hit once"
+    );
+    let step = asker.llm_step(id);
+    let record = &step["result"];
+    assert_eq!(record["status"], 200);
+    assert_eq!(
+        record["headers"],
+        json!({ "content-type": "application/json" })
+    );
+    let output = done.output.unwrap();
+    assert_eq!(
+        output["text"], record["body"],
+        "the replay served the record"
+    );
+    let body: Value = serde_json::from_str(output["text"].as_str().unwrap()).unwrap();
+    assert_eq!(body["choices"][0]["message"]["content"], stub.reply());
+    let events = asker.kernel.events(id);
+    let succeeded = events.iter().find(|e| e.kind == "step.succeeded").unwrap();
+    assert_eq!(succeeded.payload["step_type"], "llm_call");
+    assert_eq!(succeeded.payload["target"], "gpt-test");
+    assert_eq!(stub.requests()[0]["model"], "gpt-test");
+    asker.served.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_streamed_call_is_teed_live_recorded_whole_and_replayed_as_a_stream() {
+    let _trace = trace_init();
+    let stub = LlmStub::start().await;
+    // ~4500 characters with multi-byte ones cut across network chunks: both flush rules
+    // (2000 characters, 50 ms) and the 1750-character pieces come into play.
+    stub.set_reply("héllo wörld ☕ ".repeat(300));
+    stub.split_utf8(true);
+    stub.set_chunk_chars(2200);
+    stub.set_chunk_delay(Duration::from_millis(60));
+    let asker = asker(None, true).await;
+    let id = asker
+        .create(json!({ "url": stub.chat_url(), "stream": true, "hang_first": true }))
+        .await;
+    let mut deltas = asker.client().stream(&id.to_string()).await.unwrap();
+    asker.gate.add_permits(1);
+    asker.wait_event(id, "step.succeeded").await;
+    let record = asker.llm_step(id)["result"].clone();
+    let body = record["body"].as_str().unwrap().to_owned();
+
+    let mut live = Vec::new();
+    let mut text = String::new();
+    while text.len() < body.len() {
+        let delta = tokio::time::timeout(WAIT, deltas.next())
+            .await
+            .expect("deltas keep coming")
+            .unwrap()
+            .unwrap();
+        text.push_str(&delta.data);
+        live.push(delta);
+    }
+    let done = asker.redeliver_and_finish(id).await;
+
+    assert_eq!(text, body, "the deltas add up to the recorded body");
+    assert!(!body.contains('\u{fffd}'), "no character was split");
+    assert!(body.ends_with("data: [DONE]\n\n"));
+    assert_eq!(record["headers"]["content-type"], "text/event-stream");
+    let seqs: Vec<i64> = live.iter().map(|d| d.seq).collect();
+    assert_eq!(
+        seqs,
+        (0..live.len() as i64).collect::<Vec<_>>(),
+        "consecutive seq"
+    );
+    assert!(live.len() >= 3, "several flushes: {seqs:?}");
+    let sizes: Vec<usize> = live.iter().map(|d| d.data.chars().count()).collect();
+    assert!(sizes.iter().all(|n| *n <= 1750), "{sizes:?}");
+    assert!(
+        sizes.contains(&1750),
+        "a long chunk was cut into pieces: {sizes:?}"
+    );
+    let step_id = asker.llm_step(id)["step_id"].clone();
+    assert!(live.iter().all(|d| json!(d.step_id) == step_id));
+    assert_eq!(done.status, ExecutionStatus::Completed);
+    assert_eq!(done.output.unwrap()["text"], body, "replayed byte for byte");
+    assert_eq!(stub.hits(), 1, "the replay did not call the provider");
+    asker.served.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_consumer_that_stops_at_done_still_records_the_answer_once() {
+    let _trace = trace_init();
+    let stub = LlmStub::start().await;
+    let asker = asker(None, false).await;
+
+    let id = asker
+        .create(json!({ "url": stub.chat_url(), "stream": true, "read": "until_done" }))
+        .await;
+    let done = asker.kernel.wait_terminal(id, WAIT).await.unwrap();
+
+    assert_eq!(done.status, ExecutionStatus::Completed);
+    let record = asker.llm_step(id)["result"].clone();
+    assert_eq!(record["body"], done.output.unwrap()["text"]);
+    let events = types(&asker.kernel.events(id));
+    assert_eq!(
+        events.iter().filter(|e| *e == "step.succeeded").count(),
+        1,
+        "recorded once: {events:?}"
+    );
+    asker.served.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_body_dropped_early_records_what_arrived_before_the_next_step() {
+    let _trace = trace_init();
+    let stub = LlmStub::start().await;
+    let asker = asker(None, false).await;
+
+    let id = asker
+        .create(json!({ "url": stub.chat_url(), "stream": true, "read": "first_chunk" }))
+        .await;
+    let done = asker.kernel.wait_terminal(id, WAIT).await.unwrap();
+
+    assert_eq!(done.status, ExecutionStatus::Completed);
+    let record = asker.llm_step(id)["result"].clone();
+    let first = done.output.unwrap()["text"].as_str().unwrap().to_owned();
+    assert!(first.starts_with("data: "), "{first:?}");
+    assert_eq!(
+        record["body"], first,
+        "a truncated answer is recorded as a success"
+    );
+    asker.served.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_provider_that_breaks_mid_stream_fails_the_step() {
+    let _trace = trace_init();
+    let stub = LlmStub::start().await;
+    stub.fault(Fault::CloseMidStream { after_chunks: 2 });
+    let asker = asker(None, false).await;
+
+    let id = asker
+        .create(json!({ "url": stub.chat_url(), "stream": true }))
+        .await;
+    let done = asker.kernel.wait_terminal(id, WAIT).await.unwrap();
+
+    assert_eq!(done.status, ExecutionStatus::Failed);
+    let step = asker.llm_step(id);
+    assert_eq!(step["status"], "failed", "{step:#}");
+    assert!(step["error"]["message"].is_string(), "{step:#}");
+    let events = types(&asker.kernel.events(id));
+    assert!(events.contains(&"step.failed".to_owned()), "{events:?}");
+    asker.served.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_call_that_failed_mid_stream_fails_again_on_replay_without_a_new_provider_hit() {
+    let _trace = trace_init();
+    let stub = LlmStub::start().await;
+    stub.fault(Fault::CloseMidStream { after_chunks: 2 });
+    let asker = asker(None, false).await;
+    let input =
+        json!({ "url": stub.chat_url(), "stream": true, "swallow": true, "hang_first": true });
+    let id = asker.create(input).await;
+    asker.wait_event(id, "step.failed").await;
+
+    let done = asker.redeliver_and_finish(id).await;
+
+    assert_eq!(done.status, ExecutionStatus::Completed);
+    let swallowed = done.output.unwrap()["swallowed"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let recorded = asker.llm_step(id)["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(swallowed.starts_with("Err("), "{swallowed}");
+    assert!(
+        swallowed.contains(&recorded.replace('"', "\\\"")),
+        "the replay failed with the recorded message {recorded:?}: {swallowed}"
+    );
+    assert_eq!(stub.hits(), 1, "the failed call was not sent again");
+}
+
+#[tokio::test]
+async fn an_error_status_is_recorded_and_replayed_like_any_answer() {
+    let _trace = trace_init();
+    let stub = LlmStub::start().await;
+    stub.fault(Fault::Status(500));
+    let asker = asker(None, false).await;
+    let id = asker
+        .create(json!({ "url": stub.chat_url(), "hang_first": true }))
+        .await;
+    asker.wait_event(id, "step.succeeded").await;
+
+    let done = asker.redeliver_and_finish(id).await;
+
+    let output = done.output.unwrap();
+    assert_eq!(output["status"], 500);
+    assert_eq!(asker.llm_step(id)["result"]["status"], 500);
+    assert_eq!(
+        stub.hits(),
+        1,
+        "the failed answer was replayed, not re-sent"
+    );
+    asker.served.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_denied_call_is_answered_with_the_refusal_body_and_never_reaches_the_provider() {
+    let _trace = trace_init();
+    let stub = LlmStub::start().await;
+    let policy = "default_action: allow\nrules:\n  - id: no-gpt\n    when: { step_kind: llm_call }\n    then: { decision: deny, reason: no_gpt }\n";
+    let asker = asker(Some(policy), false).await;
+
+    let id = asker.create(json!({ "url": stub.chat_url() })).await;
+    let done = asker.kernel.wait_terminal(id, WAIT).await.unwrap();
+
+    // The handler returned the 403 answer's text as its output: the refusal body.
+    assert_eq!(done.status, ExecutionStatus::Completed);
+    let output = done.output.unwrap();
+    assert_eq!(output["status"], 403);
+    let body: Value = serde_json::from_str(output["text"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        body,
+        json!({ "error": { "type": "rebuno_refusal", "message": "rebuno_refusal: denied reason=no_gpt" } })
+    );
+    assert_eq!(stub.hits(), 0, "the provider was never called");
+
+    // A handler that turns the provider's error into its own fails with the denial's reason.
+    let id = asker
+        .create(json!({ "url": stub.chat_url(), "strict": true }))
+        .await;
+    let done = asker.kernel.wait_terminal(id, WAIT).await.unwrap();
+    assert_eq!(done.status, ExecutionStatus::Failed);
+    assert_eq!(done.failure_reason, "no_gpt");
+    assert_eq!(stub.hits(), 0);
+    asker.served.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_approval_gated_call_swallowed_by_the_handler_still_blocks_then_runs_once() {
+    let _trace = trace_init();
+    let stub = LlmStub::start().await;
+    let policy = "default_action: allow\nrules:\n  - id: ask-first\n    when: { step_kind: llm_call }\n    then: { decision: require_approval }\n";
+    let asker = asker(Some(policy), false).await;
+
+    let id = asker
+        .create(json!({ "url": stub.chat_url(), "swallow": true }))
+        .await;
+    let blocked = asker
+        .kernel
+        .wait_until(id, WAIT, |s| s == ExecutionStatus::Blocked)
+        .await
+        .unwrap();
+    assert_eq!(
+        blocked.status,
+        ExecutionStatus::Blocked,
+        "the swallowed refusal still counted"
+    );
+    assert_eq!(stub.hits(), 0);
+    let approval = asker.kernel.approvals().pop().unwrap();
+    asker.kernel.grant(approval.id).unwrap();
+    let done = asker.kernel.wait_terminal(id, WAIT).await.unwrap();
+
+    assert_eq!(done.status, ExecutionStatus::Completed);
+    assert!(
+        done.output.unwrap()["swallowed"]
+            .as_str()
+            .unwrap()
+            .contains("200"),
+        "after the grant the call went through"
+    );
+    assert_eq!(
+        stub.hits(),
+        1,
+        "the provider was called once, after the grant"
+    );
+    asker.served.shutdown().await;
+}
+
+#[tokio::test]
+async fn requests_outside_an_execution_or_without_a_json_body_pass_through() {
+    let _trace = trace_init();
+    let stub = LlmStub::start().await;
+    let request = http::Request::post(stub.chat_url())
+        .header("content-type", "application/json")
+        .body(Bytes::from(r#"{"model":"gpt-test","messages":[]}"#))
+        .unwrap();
+    let outside = rebuno::llm::fetch(request).await.unwrap();
+    assert_eq!(outside.status(), 200);
+    assert_eq!(stub.hits(), 1);
+
+    let asker = asker(None, false).await;
+    let id = asker
+        .create(json!({ "url": stub.chat_url(), "raw": true }))
+        .await;
+    let done = asker.kernel.wait_terminal(id, WAIT).await.unwrap();
+
+    assert_eq!(done.status, ExecutionStatus::Completed);
+    assert_eq!(stub.hits(), 2, "the non-JSON request reached the provider");
+    assert!(asker.kernel.steps(id).is_empty(), "and was not recorded");
+    asker.served.shutdown().await;
+}
+
+#[tokio::test]
+async fn any_tower_service_wrapped_by_the_layer_is_recorded_and_replayed() {
+    let _trace = trace_init();
+    let asker = asker(None, false).await;
+    let id = asker
+        .create(json!({ "url": "http://provider.invalid/v1/chat/completions", "canned": true, "hang_first": true }))
+        .await;
+    asker.wait_event(id, "step.succeeded").await;
+
+    let done = asker.redeliver_and_finish(id).await;
+
+    assert_eq!(done.status, ExecutionStatus::Completed);
+    let record = asker.llm_step(id)["result"].clone();
+    assert_eq!(
+        record["body"],
+        r#"{"choices":[{"message":{"content":"canned"}}]}"#
+    );
+    assert_eq!(done.output.unwrap()["text"], record["body"]);
+    let events = types(&asker.kernel.events(id));
+    let runs = events.iter().filter(|e| *e == "step.executing").count();
+    assert_eq!(runs, 1, "the second delivery replayed: {events:?}");
+    asker.served.shutdown().await;
+}
+
+/// The agent's kernel transport, with every live-delta publish failing.
+#[derive(Debug)]
+struct NoDeltas(rebuno::kernel::ReqwestTransport);
+
+impl rebuno::kernel::Transport for NoDeltas {
+    fn send(
+        &self,
+        request: http::Request<Bytes>,
+        timeout: Duration,
+    ) -> rebuno::kernel::TransportFuture {
+        if request.uri().path().ends_with("/stream") {
+            let refused = rebuno::kernel::TransportError::new(
+                rebuno::kernel::TransportErrorKind::Other,
+                "deltas are down",
+            );
+            return Box::pin(std::future::ready(Err(refused)));
+        }
+        self.0.send(request, timeout)
+    }
+}
+
+#[tokio::test]
+async fn live_deltas_are_best_effort_a_failing_publish_loses_nothing() {
+    let _trace = trace_init();
+    let stub = LlmStub::start().await;
+    stub.set_chunk_delay(Duration::from_millis(30));
+    let kernel = DevKernel::start().await.unwrap();
+    let agent = rebuno::Agent::builder("asker")
+        .secret(SECRET)
+        .base_url(kernel.url())
+        .transport(NoDeltas(rebuno::kernel::ReqwestTransport::new().unwrap()))
+        .build()
+        .unwrap();
+    agent.bind(|input: Value| async move { ask(&input).await });
+    let served = serve(agent).await;
+    kernel
+        .register_agent(AgentSpec::new("asker", served.webhook_url(), SECRET))
+        .unwrap();
+
+    let done = run(
+        &kernel,
+        "asker",
+        json!({ "url": stub.chat_url(), "stream": true }),
+    )
+    .await;
+
+    assert_eq!(
+        done.status,
+        ExecutionStatus::Completed,
+        "{}",
+        done.failure_reason
+    );
+    let text = done.output.unwrap()["text"].as_str().unwrap().to_owned();
+    assert!(
+        text.ends_with("data: [DONE]\n\n"),
+        "the consumer got every chunk"
+    );
+    let step = serde_json::to_value(&kernel.steps(done.id)[0]).unwrap();
+    assert_eq!(
+        step["result"]["body"], text,
+        "and the whole answer was recorded"
+    );
+    served.shutdown().await;
+}

@@ -1,0 +1,32 @@
+//! The integration tests of `rebuno`, one module per capability, linked into a single test
+//! binary: each binary links every dependency (rig, async-openai, rmcp, the dev kernel), so one
+//! binary instead of twenty-two saves minutes of linking and gigabytes of disk on a clean build.
+//!
+//! Run one capability with a module filter, e.g. `cargo test -p rebuno --test integration llm::`.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
+
+mod support;
+
+mod async_openai_client;
+mod coverage;
+mod crash;
+mod deadline;
+mod drivers;
+mod execution;
+mod interop;
+mod lease;
+mod llm;
+mod llm_gateway;
+mod llm_stub_selftest;
+mod mcp;
+mod metadata;
+mod policy;
+mod refusal;
+mod resource;
+mod rig;
+mod rig_llm;
+mod session;
+mod subagent;
+mod tools;
+mod webhook;

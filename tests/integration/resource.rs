@@ -1,0 +1,217 @@
+//! Resources end to end: registration, binding, baseline and due checkpoints, reopening on
+//! re-delivery, forks restoring the covered state, and an unavailable checkpoint.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
+
+use crate::support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rebuno::resource::{Checkpoints, resource};
+use rebuno::{Client, HandlerError, define_tool, step};
+use rebuno_devkernel::{AgentSpec, DevKernel};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use support::notebook::Shelf;
+use support::*;
+
+#[derive(Serialize, Deserialize)]
+struct Line {
+    text: String,
+}
+
+/// Serves `writer`: writes each input line with a tool declared on the notebook, then reads it.
+async fn writer(kernel: &DevKernel, shelf: Shelf) -> Served {
+    let agent = agent(kernel, "writer");
+    agent.bind(move |lines: Vec<String>| {
+        let shelf = shelf.clone();
+        async move {
+            let notebook = resource("notebook", shelf, Checkpoints::every(1)).await?;
+            let write = {
+                let notebook = notebook.clone();
+                define_tool("write")
+                    .resources(["notebook"])
+                    .execute(move |line: Line| {
+                        let notebook = notebook.clone();
+                        async move {
+                            notebook.0.lock().unwrap().push(line.text.clone());
+                            Ok::<_, HandlerError>(format!("wrote {}", line.text))
+                        }
+                    })
+            };
+            for text in lines {
+                write.call(Line { text }).await?;
+            }
+            let seen: Vec<String> =
+                step("read", || async { Ok::<_, HandlerError>(notebook.lines()) }).await?;
+            Ok::<_, HandlerError>(json!({ "seen": seen, "now": notebook.lines() }))
+        }
+    });
+    let served = serve(agent).await;
+    kernel
+        .register_agent(AgentSpec::new("writer", served.webhook_url(), SECRET))
+        .expect("register");
+    served
+}
+
+#[tokio::test]
+async fn checkpoints_follow_the_policy_and_a_fork_restores_the_covered_state() {
+    let _trace = trace_init();
+    let kernel = DevKernel::start().await.expect("kernel");
+    let shelf = Shelf::default();
+    let served = writer(&kernel, shelf.clone()).await;
+
+    let done = run(&kernel, "writer", json!(["a", "b"])).await;
+
+    assert_eq!(done.status.as_str(), "completed", "{}", done.failure_reason);
+    assert_eq!(
+        done.output,
+        Some(json!({ "seen": ["a", "b"], "now": ["a", "b"] }))
+    );
+    let events = kernel.events(done.id);
+    let kinds = types(&events);
+    let at = |kind: &str| {
+        kinds
+            .iter()
+            .position(|k| k == kind)
+            .unwrap_or_else(|| panic!("no {kind} in {kinds:?}"))
+    };
+    assert!(at("resource.registered") < at("resource.bound"));
+    let checkpoints: Vec<_> = events
+        .iter()
+        .filter(|e| e.kind == "resource.checkpointed")
+        .collect();
+    // A baseline, one after each write, and one on completion: the `read` step is live, so
+    // without coverage_reuse it ended the coverage of the last write's checkpoint.
+    assert_eq!(checkpoints.len(), 4, "{kinds:?}");
+    assert_eq!(
+        at("resource.checkpointed"),
+        at("resource.bound") + 1,
+        "the baseline comes first"
+    );
+    assert_eq!(
+        shelf.snapshots.lock().unwrap().get("snap-1"),
+        Some(&vec!["a".to_owned()])
+    );
+
+    // Fork right after the first write settled: the fork's notebook is restored from snap-1.
+    let first_write = events
+        .iter()
+        .find(|e| e.kind == "step.succeeded")
+        .unwrap()
+        .event_seq;
+    let client = Client::builder().base_url(kernel.url()).build().unwrap();
+    let fork = client
+        .fork(&done.id.to_string(), first_write, None, None)
+        .await
+        .expect("fork");
+    let restoration = fork
+        .restoration
+        .clone()
+        .expect("restoration on the fork response");
+    assert_eq!(restoration["notebook"]["covered"], true);
+    let forked = client.wait(&fork.id, WAIT).await.expect("fork ends");
+
+    assert_eq!(
+        forked.output,
+        Some(json!({ "seen": ["a", "b"], "now": ["a", "b"] })),
+        "restored a, replayed nothing else"
+    );
+    assert_eq!(
+        shelf.created.load(Ordering::SeqCst),
+        2,
+        "the fork created its own notebook"
+    );
+    served.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_redelivery_reopens_the_recorded_binding() {
+    let _trace = trace_init();
+    let kernel = DevKernel::start().await.expect("kernel");
+    let shelf = Shelf::default();
+    let agent = agent(&kernel, "keeper");
+    let (release, released) = tokio::sync::watch::channel(false);
+    let calls = Arc::new(AtomicUsize::new(0));
+    {
+        let (shelf, calls) = (shelf.clone(), Arc::clone(&calls));
+        agent.bind(move |_: Value| {
+            let (shelf, mut released, calls) =
+                (shelf.clone(), released.clone(), Arc::clone(&calls));
+            async move {
+                let notebook = resource("notebook", shelf, Checkpoints::never()).await?;
+                if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                    let _ = released.wait_for(|go| *go).await; // the first dispatch hangs
+                }
+                Ok::<_, HandlerError>(notebook.lines().len())
+            }
+        });
+    }
+    let served = serve(agent).await;
+    kernel
+        .register_agent(AgentSpec::new("keeper", served.webhook_url(), SECRET))
+        .unwrap();
+    let created = kernel
+        .create_execution(rebuno_devkernel::CreateExecution::new("keeper", json!({})))
+        .await
+        .unwrap();
+    kernel.wait_until(created.id, WAIT, |_| true).await.unwrap();
+    for _ in 0..200 {
+        if kernel
+            .events(created.id)
+            .iter()
+            .any(|e| e.kind == "resource.bound")
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+
+    kernel.redeliver(created.id).unwrap();
+    let done = kernel.wait_terminal(created.id, WAIT).await.unwrap();
+
+    assert_eq!(done.status.as_str(), "completed", "{}", done.failure_reason);
+    assert_eq!(
+        (
+            shelf.created.load(Ordering::SeqCst),
+            shelf.opened.load(Ordering::SeqCst)
+        ),
+        (1, 1)
+    );
+    release.send(true).unwrap();
+    served.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_fork_whose_checkpoint_is_gone_fails_with_checkpoint_unavailable() {
+    let _trace = trace_init();
+    let kernel = DevKernel::start().await.expect("kernel");
+    let shelf = Shelf::default();
+    let served = writer(&kernel, shelf.clone()).await;
+    let done = run(&kernel, "writer", json!(["a"])).await;
+    let seq = kernel
+        .events(done.id)
+        .iter()
+        .find(|e| e.kind == "step.succeeded")
+        .unwrap()
+        .event_seq;
+
+    shelf.snapshots.lock().unwrap().clear(); // the driver's storage expired
+    let client = Client::builder().base_url(kernel.url()).build().unwrap();
+    let fork = client
+        .fork(&done.id.to_string(), seq, None, None)
+        .await
+        .expect("fork");
+    let forked = client.wait(&fork.id, WAIT).await.expect("fork ends");
+
+    assert_eq!(forked.status, rebuno::wire::ExecutionStatus::Failed);
+    assert!(
+        forked
+            .failure_reason
+            .starts_with("checkpoint_unavailable: "),
+        "{}",
+        forked.failure_reason
+    );
+    served.shutdown().await;
+}

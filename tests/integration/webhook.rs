@@ -1,0 +1,123 @@
+//! The webhook's answers to bad input, over real HTTP: nothing is run and nothing is lost.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
+
+use crate::support;
+
+use rebuno::HandlerError;
+use rebuno::signing::sign_webhook;
+use serde_json::Value;
+use support::*;
+
+async fn post(url: &str, body: &str, signature: Option<String>) -> reqwest::Response {
+    let mut request = reqwest::Client::new().post(url).body(body.to_owned());
+    if let Some(signature) = signature {
+        request = request.header("Rebuno-Signature", signature);
+    }
+    request.send().await.expect("POST webhook")
+}
+
+const PAYLOAD: &str = r#"{"execution_id":"0192f1a0-0000-7000-8000-000000000000","dispatch_id":"01920000-0000-7000-8000-000000000001","dispatch_attempt":1,"lease_timeout_seconds":120}"#;
+
+#[tokio::test]
+async fn bad_or_missing_signatures_get_401_and_start_nothing() {
+    let _trace = trace_init();
+    let (_kernel, served) = kernel_with("guarded", |agent| {
+        agent.bind(|_: Value| async { Ok::<_, HandlerError>(()) });
+    })
+    .await;
+    let url = served.webhook_url();
+    let forged = sign_webhook(&rebuno::Secret::new("not-the-secret"), PAYLOAD.as_bytes());
+
+    assert_eq!(post(&url, PAYLOAD, None).await.status(), 401);
+    assert_eq!(post(&url, PAYLOAD, Some(forged)).await.status(), 401);
+    assert_eq!(
+        post(&url, PAYLOAD, Some("sha256=zz".into())).await.status(),
+        401
+    );
+    let tampered = sign_webhook(&rebuno::Secret::new(SECRET), PAYLOAD.as_bytes());
+    assert_eq!(
+        post(
+            &url,
+            &PAYLOAD.replace("\"dispatch_attempt\":1", "\"dispatch_attempt\":9"),
+            Some(tampered)
+        )
+        .await
+        .status(),
+        401
+    );
+    served.shutdown().await;
+}
+
+#[tokio::test]
+async fn malformed_payloads_get_400() {
+    let _trace = trace_init();
+    let (_kernel, served) = kernel_with("picky", |agent| {
+        agent.bind(|_: Value| async { Ok::<_, HandlerError>(()) });
+    })
+    .await;
+    let url = served.webhook_url();
+    for body in [
+        "not json",
+        r#"{"execution_id":"e"}"#,
+        r#"{"execution_id":"e","dispatch_id":"d","dispatch_attempt":0,"lease_timeout_seconds":120}"#,
+    ] {
+        let signed = sign_webhook(&rebuno::Secret::new(SECRET), body.as_bytes());
+        let response = post(&url, body, Some(signed)).await;
+        assert_eq!(response.status(), 400, "{body}");
+        let envelope: Value = response.json().await.expect("JSON error body");
+        assert_eq!(envelope["code"], "validation_error");
+    }
+    served.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_agent_acknowledges_before_the_run_finishes() {
+    let _trace = trace_init();
+    let (release, released) = tokio::sync::watch::channel(false);
+    let (kernel, served) = kernel_with("slow", move |agent| {
+        agent.bind(move |_: Value| {
+            let mut released = released.clone();
+            async move {
+                let _ = released.wait_for(|go| *go).await;
+                Ok::<_, HandlerError>("done")
+            }
+        });
+    })
+    .await;
+    let created = kernel
+        .create_execution(rebuno_devkernel::CreateExecution::new(
+            "slow",
+            serde_json::json!({}),
+        ))
+        .await
+        .expect("create");
+    for _ in 0..200 {
+        if kernel
+            .events(created.id)
+            .iter()
+            .any(|e| e.kind == "dispatch.acked")
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        kernel
+            .execution(created.id)
+            .expect("exists")
+            .status
+            .as_str(),
+        "running"
+    );
+    assert!(
+        kernel
+            .events(created.id)
+            .iter()
+            .any(|e| e.kind == "dispatch.acked"),
+        "acked while the handler still waits"
+    );
+    release.send(true).expect("release");
+    let done = kernel.wait_terminal(created.id, WAIT).await.expect("ends");
+    assert_eq!(done.output, Some(serde_json::json!("done")));
+    served.shutdown().await;
+}
