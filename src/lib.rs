@@ -29,7 +29,7 @@ mod tool;
 pub mod wire;
 mod wrap;
 
-pub use agent::{Agent, AgentBuilder, Dispatch, ResponseFuture};
+pub use agent::{Agent, AgentBuilder, Dispatch, ResponseFuture, Route};
 pub use body::Body;
 pub use client::{Client, ClientBuilder, CreateExecution, DeltaStream, ListExecutions, StepDelta};
 pub use context::{ExecutionContext, Scoped, execution, previous};

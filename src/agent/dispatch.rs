@@ -69,20 +69,41 @@ impl Agent {
         B: http_body::Body<Data = Bytes> + MaybeSend + 'static,
         B::Error: Into<BoxError>,
     {
+        match self.read_verified(request).await {
+            Ok(webhook) => {
+                let deadline = webhook.parts.extensions.get::<Deadline>().copied();
+                self.accept(webhook.payload, webhook.lease, deadline)
+            }
+            Err(refusal) => refusal,
+        }
+    }
+
+    /// Reads the body, checks the signature and parses the payload: the part of [`handle`]
+    /// that [`route`](Agent::route) shares. `Err` is the answer for a bad webhook.
+    ///
+    /// [`handle`]: Agent::handle
+    pub(super) async fn read_verified<B>(
+        &self,
+        request: http::Request<B>,
+    ) -> Result<VerifiedWebhook, Dispatch>
+    where
+        B: http_body::Body<Data = Bytes> + MaybeSend + 'static,
+        B::Error: Into<BoxError>,
+    {
         if request.method() != Method::POST {
-            return Dispatch::reply(
+            return Err(Dispatch::reply(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method_not_allowed",
                 "webhooks are POST",
-            );
+            ));
         }
         let (parts, body) = request.into_parts();
         let Ok(collected) = Limited::new(body, MAX_WEBHOOK_BODY).collect().await else {
-            return Dispatch::reply(
+            return Err(Dispatch::reply(
                 StatusCode::BAD_REQUEST,
                 "validation_error",
                 "unreadable or oversized body",
-            );
+            ));
         };
         let raw = collected.to_bytes();
         let header = parts.headers.get("Rebuno-Signature").map(|v| v.as_bytes());
@@ -91,16 +112,24 @@ impl Agent {
                 agent_id = self.id(),
                 "webhook refused: bad or missing signature"
             );
-            return Dispatch::reply(
+            return Err(Dispatch::reply(
                 StatusCode::UNAUTHORIZED,
                 "unauthorized",
                 "bad or missing signature",
-            );
+            ));
         }
-        let deadline = parts.extensions.get::<Deadline>().copied();
         match parse(&raw) {
-            Ok((payload, lease)) => self.accept(payload, lease, deadline),
-            Err(message) => Dispatch::reply(StatusCode::BAD_REQUEST, "validation_error", &message),
+            Ok((payload, lease)) => Ok(VerifiedWebhook {
+                parts,
+                raw,
+                payload,
+                lease,
+            }),
+            Err(message) => Err(Dispatch::reply(
+                StatusCode::BAD_REQUEST,
+                "validation_error",
+                &message,
+            )),
         }
     }
 
@@ -196,6 +225,17 @@ impl Agent {
             }
         }
     }
+}
+
+/// A webhook whose signature checked out and whose payload parsed.
+#[derive(Debug)]
+pub(super) struct VerifiedWebhook {
+    /// The request head as received (headers, extensions such as a [`Deadline`]).
+    pub(super) parts: http::request::Parts,
+    /// The body exactly as signed.
+    pub(super) raw: Bytes,
+    pub(super) payload: WebhookPayload,
+    pub(super) lease: Lease,
 }
 
 /// Parses the webhook body into its payload and lease.

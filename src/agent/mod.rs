@@ -6,6 +6,7 @@ mod failure;
 mod future;
 mod handler;
 mod registry;
+mod route;
 mod run;
 
 use std::convert::Infallible;
@@ -26,6 +27,7 @@ pub use self::dispatch::Dispatch;
 pub use self::future::ResponseFuture;
 use self::handler::{ErasedHandler, FnHandler};
 use self::registry::Registry;
+pub use self::route::Route;
 use crate::Secret;
 use crate::body::Body;
 use crate::error::{BoxError, HandlerError};

@@ -121,3 +121,56 @@ async fn the_agent_acknowledges_before_the_run_finishes() {
     assert_eq!(done.output, Some(serde_json::json!("done")));
     served.shutdown().await;
 }
+
+/// `Agent::route` answers bad webhooks as `handle` would, and hands a good one back unchanged
+/// with its execution id, running nothing: what a front end that forwards each execution to a
+/// runner of its own (a Durable Object on Workers) needs.
+#[tokio::test]
+async fn route_checks_a_webhook_and_names_its_execution_without_running_it() {
+    use rebuno::Route;
+
+    let agent = rebuno::Agent::builder("router")
+        .base_url("http://127.0.0.1:9")
+        .secret(SECRET)
+        .build()
+        .unwrap();
+    let request = |method: &str, body: &str, signature: Option<&str>| {
+        let mut builder = http::Request::builder().method(method).uri("/");
+        if let Some(signature) = signature {
+            builder = builder.header("Rebuno-Signature", signature);
+        }
+        builder.body(rebuno::Body::from(body.to_owned())).unwrap()
+    };
+    let signed = sign_webhook(&rebuno::Secret::new(SECRET), PAYLOAD.as_bytes());
+
+    match agent.route(request("POST", PAYLOAD, Some(&signed))).await {
+        Route::Run {
+            execution_id,
+            request,
+        } => {
+            assert_eq!(execution_id, "0192f1a0-0000-7000-8000-000000000000");
+            assert_eq!(
+                request.body().as_ref(),
+                PAYLOAD.as_bytes(),
+                "body as signed"
+            );
+            assert_eq!(request.headers()["Rebuno-Signature"], signed.as_str());
+        }
+        other => panic!("a good webhook is routed, got {other:?}"),
+    }
+    assert_eq!(agent.in_flight(), 0, "routing runs nothing");
+
+    let forged = sign_webhook(&rebuno::Secret::new("not-the-secret"), PAYLOAD.as_bytes());
+    let not_json = sign_webhook(&rebuno::Secret::new(SECRET), b"not json");
+    for (request, status) in [
+        (request("POST", PAYLOAD, None), 401),
+        (request("POST", PAYLOAD, Some(&forged)), 401),
+        (request("POST", "not json", Some(&not_json)), 400),
+        (request("PUT", PAYLOAD, Some(&signed)), 405),
+    ] {
+        match agent.route(request).await {
+            Route::Reply(response) => assert_eq!(response.status(), status),
+            other => panic!("expected a {status} reply, got {other:?}"),
+        }
+    }
+}
