@@ -18,6 +18,8 @@ import { gzipSync } from "node:zlib";
 import { Log, LogLevel, Miniflare } from "miniflare";
 
 const AGENT = "workers-example";
+// The same Worker with a REBUNO_RUNS Durable Object binding: Durable Object mode.
+const AGENT_DO = "workers-durable-object";
 const SECRET = "workers-e2e-secret";
 const BUILD = resolve(process.env.WORKER_BUILD_DIR ?? "../../examples/workers/build");
 const DEV_BIN = process.env.REBUNO_DEV_BIN;
@@ -38,15 +40,15 @@ function freePort() {
   });
 }
 
-/** Starts rebuno-dev with one agent whose webhook is `webhookUrl`. */
-async function startKernel(webhookUrl) {
+/** Starts rebuno-dev with the agents `{ id: webhookUrl }`. */
+async function startKernel(webhooks) {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), "rebuno-workers-"));
   const manifest = join(dir, "manifest.yaml");
-  writeFileSync(
-    manifest,
-    `agents:\n  - id: ${AGENT}\n    webhook_url: ${webhookUrl}\n    secret: ${SECRET}\n    lease_timeout_seconds: 10\n`,
+  const agents = Object.entries(webhooks).map(
+    ([id, url]) => `  - id: ${id}\n    webhook_url: ${url}\n    secret: ${SECRET}\n    lease_timeout_seconds: 10\n`,
   );
+  writeFileSync(manifest, `agents:\n${agents.join("")}`);
   const child = spawn(DEV_BIN, ["--config", manifest, "--addr", `127.0.0.1:${port}`], {
     stdio: ["ignore", "ignore", "pipe"],
     env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "warn" },
@@ -162,8 +164,8 @@ async function kernelJson(kernel, path, init) {
   return text ? JSON.parse(text) : null;
 }
 
-const createExecution = (kernel, input) =>
-  kernelJson(kernel, "/v0/executions", { method: "POST", body: JSON.stringify({ agent_id: AGENT, input }) });
+const createExecution = (kernel, input, agentId = AGENT) =>
+  kernelJson(kernel, "/v0/executions", { method: "POST", body: JSON.stringify({ agent_id: agentId, input }) });
 const execution = (kernel, id) => kernelJson(kernel, `/v0/executions/${id}`);
 async function events(kernel, id) {
   const body = await kernelJson(kernel, `/v0/executions/${id}/events`);
@@ -384,6 +386,56 @@ const tests = [
       return `llm_call failed with ${message}`;
     },
   ],
+  [
+    "Durable Object mode: a run longer than the wait-until budget completes in one delivery, nothing cut",
+    async ({ kernel, doProxy, stub }) => {
+      // The 6 s budget with its 3 s margin would stop this run before `checked_at` (the
+      // previous test): in the execution's own Durable Object there is no such deadline.
+      const before = stub.hits;
+      const started = performance.now();
+      const created = await createExecution(kernel, { llm_url: stub.url, stream: true, work_ms: 7000 }, AGENT_DO);
+      const done = await waitTerminal(kernel, created.id, 40_000);
+      assert(done.status === "completed", `status ${done.status}: ${JSON.stringify(done)}`);
+      assert(done.output?.content === ANSWER && done.output?.worked_ms === 7000, `output ${JSON.stringify(done.output)}`);
+      const mine = doProxy.deliveries.filter((d) => d.body.includes(created.id));
+      assert(mine.length === 1 && mine[0].status === 200, `deliveries ${JSON.stringify(mine)}`);
+      assert(mine[0].ms < 1000, `ack took ${mine[0].ms} ms, the run takes over 7000 ms`);
+      assert(stub.hits - before === 1, `${stub.hits - before} provider requests`);
+      const log = await events(kernel, created.id);
+      const acked = log.filter((e) => (e.type ?? e.kind) === "dispatch.acked").length;
+      assert(acked === 1, `${acked} dispatch.acked events`);
+      const live = liveSteps(log);
+      const counts = Object.values(live);
+      assert(counts.length === 4 && counts.every((n) => n === 1), `live steps ${JSON.stringify(live)}`);
+      const calls = (await steps(kernel, created.id)).filter((s) => s.kind === "llm_call");
+      assert(calls.length === 1 && calls[0].status === "succeeded", `llm_call steps ${JSON.stringify(calls)}`);
+      const seconds = ((performance.now() - started) / 1000).toFixed(1);
+      return `1 delivery (ack ${mine[0].ms.toFixed(1)} ms) for a ${seconds} s run past the 6 s budget, ${done.output.chunks} chunk(s) read live, 1 provider request`;
+    },
+  ],
+  [
+    "Durable Object mode: a bad signature gets 401 at the front",
+    async ({ doProxy }) => {
+      const body = JSON.stringify({
+        execution_id: "0192f1a0-0000-7000-8000-0000000000d0",
+        dispatch_id: "01920000-0000-7000-8000-0000000000d1",
+        dispatch_attempt: 1,
+        lease_timeout_seconds: 10,
+      });
+      const wrong = createHmac("sha256", "not-the-secret").update(body).digest("hex");
+      const bad = await fetch(doProxy.url, { method: "POST", body, headers: { "Rebuno-Signature": `sha256=${wrong}` } });
+      const missing = await fetch(doProxy.url, { method: "POST", body });
+      const good = createHmac("sha256", SECRET).update("not json").digest("hex");
+      const malformed = await fetch(doProxy.url, {
+        method: "POST",
+        body: "not json",
+        headers: { "Rebuno-Signature": `sha256=${good}` },
+      });
+      assert(bad.status === 401 && missing.status === 401, `signatures: ${bad.status}, ${missing.status}`);
+      assert(malformed.status === 400, `malformed payload: ${malformed.status}`);
+      return "401 for a wrong and a missing signature, 400 for a malformed payload";
+    },
+  ],
 ];
 
 function sizes() {
@@ -404,25 +456,35 @@ async function main() {
     cleanup.push(() => proxy.server.close());
     const stub = await startStub();
     cleanup.push(() => stub.server.close());
-    const kernel = await startKernel(proxy.url);
+    const doPort = await freePort();
+    const doProxy = await startProxy(`http://127.0.0.1:${doPort}`);
+    cleanup.push(() => doProxy.server.close());
+    const kernel = await startKernel({ [AGENT]: proxy.url, [AGENT_DO]: doProxy.url });
     cleanup.push(() => kernel.child.kill());
-    const mf = new Miniflare({
-      host: "127.0.0.1",
-      port: workerPort,
-      modules: true,
-      modulesRoot: BUILD,
-      scriptPath: join(BUILD, "index.js"),
-      modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
-      compatibilityDate: "2026-04-01",
-      cf: false, // no fetch of the Request.cf object from workers.cloudflare.com
-      bindings: { REBUNO_URL: kernel.url, REBUNO_AGENT_SECRET: SECRET, REBUNO_AGENT_ID: AGENT, ...LIMITS },
-      log: new Log(process.env.MINIFLARE_DEBUG ? LogLevel.DEBUG : LogLevel.WARN),
-    });
+    const worker = (port, agentId, extra) =>
+      new Miniflare({
+        host: "127.0.0.1",
+        port,
+        modules: true,
+        modulesRoot: BUILD,
+        scriptPath: join(BUILD, "index.js"),
+        modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
+        compatibilityDate: "2026-04-01",
+        cf: false, // no fetch of the Request.cf object from workers.cloudflare.com
+        bindings: { REBUNO_URL: kernel.url, REBUNO_AGENT_SECRET: SECRET, REBUNO_AGENT_ID: agentId, ...LIMITS },
+        log: new Log(process.env.MINIFLARE_DEBUG ? LogLevel.DEBUG : LogLevel.WARN),
+        ...extra,
+      });
+    const mf = worker(workerPort, AGENT, {});
     cleanup.push(() => mf.dispose());
+    // Durable Object mode: the same module with the RebunoRun class bound as REBUNO_RUNS.
+    const mfDo = worker(doPort, AGENT_DO, { durableObjects: { REBUNO_RUNS: "RebunoRun" } });
+    cleanup.push(() => mfDo.dispose());
     const started = performance.now();
     const ready = await mf.ready;
+    await mfDo.ready;
     console.log(`workerd ready at ${ready} in ${(performance.now() - started).toFixed(0)} ms`);
-    const { passed, failed } = await runAll({ kernel, proxy, mf, stub });
+    const { passed, failed } = await runAll({ kernel, proxy, doProxy, mf, stub });
     console.log(`wasm ${raw} B raw, ${gzip} B gzip (limit 1000000 B gzip)`);
     console.log(`${passed} passed, ${failed} failed`);
     return failed === 0 && gzip < 1_000_000;

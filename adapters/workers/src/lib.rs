@@ -52,6 +52,62 @@
 //! `lease_timeout_seconds` (10–30 s), so a yielded run is re-delivered soon; the lease is
 //! renewed every third of it while the run is alive.
 //!
+//! # Durable Object mode: runs without the 30-second cut
+//!
+//! For runs that outlast the slices above, for instance a model streaming a long answer, run
+//! each execution in a [Durable Object] of its own. The Worker checks the webhook and forwards
+//! it with [`forward_to_durable_object`] to the object named after the execution; the object
+//! acknowledges it and runs it with [`serve_in_durable_object`]. A Durable Object stays alive
+//! while it has I/O pending (the kernel calls, the model's stream), so the run gets no
+//! deadline and is not cut at 30 s; every dispatch of an execution reaches the same object.
+//!
+//! ```ignore
+//! use worker::{DurableObject, Env, Request, Response, State, durable_object};
+//!
+//! #[event(fetch)]
+//! async fn fetch(req: HttpRequest, env: Env, _ctx: Context) -> worker::Result<http::Response<Body>> {
+//!     let agent = agent(&env).map_err(|e| worker::Error::RustError(e.to_string()))?;
+//!     rebuno_workers::forward_to_durable_object(&agent, req, &env, "REBUNO_RUNS").await
+//! }
+//!
+//! #[durable_object(fetch)]
+//! #[derive(Debug)]
+//! pub struct RebunoRun {
+//!     env: Env,
+//! }
+//!
+//! impl DurableObject for RebunoRun {
+//!     fn new(_state: State, env: Env) -> Self {
+//!         Self { env }
+//!     }
+//!
+//!     async fn fetch(&self, request: Request) -> worker::Result<Response> {
+//!         let agent = agent(&self.env).map_err(|e| worker::Error::RustError(e.to_string()))?;
+//!         rebuno_workers::serve_in_durable_object(&agent, request).await
+//!     }
+//! }
+//! ```
+//!
+//! with, in `wrangler.toml` (the crate also needs `wasm-bindgen` as a dependency, the version
+//! `worker` uses, for the macro):
+//!
+//! ```toml
+//! [[durable_objects.bindings]]
+//! name = "REBUNO_RUNS"
+//! class_name = "RebunoRun"
+//!
+//! [[migrations]]
+//! tag = "v1"
+//! new_sqlite_classes = ["RebunoRun"]
+//! ```
+//!
+//! Durable Objects need the Workers Paid plan, and a compatibility date of 2026-10-01 or later,
+//! from which Cloudflare keeps an object active while its I/O is pending with no client
+//! connected. `tests/workers/run.sh` runs the example in this mode: an 8 s run against a 6 s
+//! budget completes in one delivery.
+//!
+//! [Durable Object]: https://developers.cloudflare.com/durable-objects/
+//!
 //! # Runtime and transport
 //!
 //! [`agent_from_env`] builds the agent on [`runtime()`] ([`worker::Delay`] for sleeps,
@@ -75,6 +131,8 @@
 // The Workers items the docs link to exist only on wasm32.
 #![cfg_attr(not(target_arch = "wasm32"), allow(rustdoc::broken_intra_doc_links))]
 
+#[cfg(target_arch = "wasm32")]
+mod durable;
 mod limits;
 #[cfg(target_arch = "wasm32")]
 mod rt;
@@ -83,6 +141,8 @@ mod serve;
 #[cfg(target_arch = "wasm32")]
 mod transport;
 
+#[cfg(target_arch = "wasm32")]
+pub use crate::durable::{forward_to_durable_object, serve_in_durable_object};
 pub use crate::limits::{Limits, MARGIN_VAR, WAIT_UNTIL_VAR};
 #[cfg(target_arch = "wasm32")]
 pub use crate::rt::{DateClock, LocalSpawn, WorkersSleep, runtime};

@@ -60,7 +60,7 @@ fn keep_alive(ctx: &Context, task: Task) -> worker::Result<()> {
         .map_err(worker::Error::from)
 }
 
-fn health() -> http::Response<Body> {
+pub(crate) fn health() -> http::Response<Body> {
     let mut response = http::Response::new(Body::from("ok"));
     *response.status_mut() = StatusCode::OK;
     response

@@ -9,7 +9,9 @@ use rebuno::llm::{DurableLlm, TransportService};
 use rebuno::rt::Clock;
 use rebuno::{Agent, Body, HandlerError, Tool};
 use serde::{Deserialize, Serialize};
-use worker::{Context, Env, HttpRequest, event};
+use worker::{
+    Context, DurableObject, Env, HttpRequest, Request, Response, State, durable_object, event,
+};
 
 // The rig completion: its text and how many pieces rig delivered.
 #[cfg(feature = "rig")]
@@ -88,10 +90,39 @@ thread_local! {
     static AGENT: OnceCell<Agent> = const { OnceCell::new() };
 }
 
+/// The Durable Object namespace binding that switches the Worker to Durable Object mode.
+const RUNS_BINDING: &str = "REBUNO_RUNS";
+
 #[event(fetch)]
 async fn fetch(req: HttpRequest, env: Env, ctx: Context) -> worker::Result<http::Response<Body>> {
-    let agent = agent(&env).map_err(|e| worker::Error::RustError(e.to_string()))?;
+    let agent = agent(&env).map_err(config_error)?;
+    if env.durable_object(RUNS_BINDING).is_ok() {
+        // Each execution runs in its own `RebunoRun` object, without the 30 s cut.
+        return rebuno_workers::forward_to_durable_object(&agent, req, &env, RUNS_BINDING).await;
+    }
     rebuno_workers::fetch(&agent, req, &env, &ctx).await
+}
+
+/// The Durable Object class bound as `REBUNO_RUNS`: runs the dispatches of one execution.
+#[durable_object(fetch)]
+#[derive(Debug)]
+pub struct RebunoRun {
+    env: Env,
+}
+
+impl DurableObject for RebunoRun {
+    fn new(_state: State, env: Env) -> Self {
+        Self { env }
+    }
+
+    async fn fetch(&self, request: Request) -> worker::Result<Response> {
+        let agent = agent(&self.env).map_err(config_error)?;
+        rebuno_workers::serve_in_durable_object(&agent, request).await
+    }
+}
+
+fn config_error(error: rebuno::Error) -> worker::Error {
+    worker::Error::RustError(error.to_string())
 }
 
 /// The isolate's agent, built from the bindings on the first request.

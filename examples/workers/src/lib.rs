@@ -8,6 +8,10 @@
 //! npx wrangler secret put REBUNO_AGENT_SECRET && npx wrangler deploy
 //! ```
 //!
+//! With a Durable Object namespace bound as `REBUNO_RUNS` (class `RebunoRun`, see
+//! `deploy/workers/wrangler.toml`), the Worker runs in Durable Object mode: it forwards each
+//! checked webhook to the object for its execution, which runs it without the 30 s cut.
+//!
 //! The Worker reads `REBUNO_URL` (a var: the kernel), `REBUNO_AGENT_SECRET` (a secret: the
 //! webhook secret) and `REBUNO_AGENT_ID` (a var, default `workers-example`).
 //!
