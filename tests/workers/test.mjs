@@ -296,6 +296,23 @@ async function rigCall({ kernel, proxy, stub }, stream) {
   return `1 provider request for 2 deliveries, rig read ${out.pieces} text piece(s), recorded ${result.body.length} B of ${contentType}`;
 }
 
+/** Bad webhooks posted to `url`: a wrong and a missing signature, and a signed non-JSON body. */
+async function refusals(url) {
+  const body = JSON.stringify({
+    execution_id: "0192f1a0-0000-7000-8000-000000000000",
+    dispatch_id: "01920000-0000-7000-8000-000000000001",
+    dispatch_attempt: 1,
+    lease_timeout_seconds: 10,
+  });
+  const sign = (secret, text) => `sha256=${createHmac("sha256", secret).update(text).digest("hex")}`;
+  const bad = await fetch(url, { method: "POST", body, headers: { "Rebuno-Signature": sign("not-the-secret", body) } });
+  const missing = await fetch(url, { method: "POST", body });
+  const malformed = await fetch(url, { method: "POST", body: "not json", headers: { "Rebuno-Signature": sign(SECRET, "not json") } });
+  assert(bad.status === 401 && missing.status === 401, `signatures: ${bad.status}, ${missing.status}`);
+  assert(malformed.status === 400, `malformed payload: ${malformed.status}`);
+  return "401 for a wrong and a missing signature, 400 for a malformed payload";
+}
+
 const tests = [
   [
     "a signed dispatch gets 200 at once and the execution completes",
@@ -311,23 +328,7 @@ const tests = [
       return `ack ${mine[0].ms.toFixed(1)} ms (run ≥ 1000 ms)`;
     },
   ],
-  [
-    "a bad signature gets 401",
-    async ({ proxy }) => {
-      const body = JSON.stringify({
-        execution_id: "0192f1a0-0000-7000-8000-000000000000",
-        dispatch_id: "01920000-0000-7000-8000-000000000001",
-        dispatch_attempt: 1,
-        lease_timeout_seconds: 10,
-      });
-      const wrong = createHmac("sha256", "not-the-secret").update(body).digest("hex");
-      const bad = await fetch(proxy.url, { method: "POST", body, headers: { "Rebuno-Signature": `sha256=${wrong}` } });
-      const missing = await fetch(proxy.url, { method: "POST", body });
-      assert(bad.status === 401, `bad signature: ${bad.status}`);
-      assert(missing.status === 401, `missing signature: ${missing.status}`);
-      return "401 for a wrong and a missing signature";
-    },
-  ],
+  ["a bad signature gets 401, a malformed payload 400", ({ proxy }) => refusals(proxy.url)],
   [
     "a run past its deadline margin yields and resumes on re-delivery, nothing run twice",
     async ({ kernel, proxy }) => {
@@ -414,27 +415,8 @@ const tests = [
     },
   ],
   [
-    "Durable Object mode: a bad signature gets 401 at the front",
-    async ({ doProxy }) => {
-      const body = JSON.stringify({
-        execution_id: "0192f1a0-0000-7000-8000-0000000000d0",
-        dispatch_id: "01920000-0000-7000-8000-0000000000d1",
-        dispatch_attempt: 1,
-        lease_timeout_seconds: 10,
-      });
-      const wrong = createHmac("sha256", "not-the-secret").update(body).digest("hex");
-      const bad = await fetch(doProxy.url, { method: "POST", body, headers: { "Rebuno-Signature": `sha256=${wrong}` } });
-      const missing = await fetch(doProxy.url, { method: "POST", body });
-      const good = createHmac("sha256", SECRET).update("not json").digest("hex");
-      const malformed = await fetch(doProxy.url, {
-        method: "POST",
-        body: "not json",
-        headers: { "Rebuno-Signature": `sha256=${good}` },
-      });
-      assert(bad.status === 401 && missing.status === 401, `signatures: ${bad.status}, ${missing.status}`);
-      assert(malformed.status === 400, `malformed payload: ${malformed.status}`);
-      return "401 for a wrong and a missing signature, 400 for a malformed payload";
-    },
+    "Durable Object mode: a bad signature gets 401, a malformed payload 400, at the front",
+    ({ doProxy }) => refusals(doProxy.url),
   ],
 ];
 
