@@ -114,12 +114,13 @@ async function startStub() {
       return;
     }
     res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
-    // `?stall=MS`: one event, then silence for MS before the rest.
+    // `?stall=MS`: one event, then silence for MS before the rest. `?every=MS`: the pace.
     const stall = Number(url.searchParams.get("stall") ?? 0);
+    const every = Number(url.searchParams.get("every") ?? 150);
     for (const [i, event] of events.entries()) {
       if (res.destroyed) return;
       res.write(event);
-      await sleep(i === 0 && stall ? stall : 150);
+      await sleep(i === 0 && stall ? stall : every);
     }
     res.end();
   });
@@ -388,19 +389,21 @@ const tests = [
     },
   ],
   [
-    "Durable Object mode: a run longer than the wait-until budget completes in one delivery, nothing cut",
+    "Durable Object mode: a model stream longer than the wait-until budget is read to its end in one delivery",
     async ({ kernel, doProxy, stub }) => {
-      // The 6 s budget with its 3 s margin would stop this run before `checked_at` (the
-      // previous test): in the execution's own Durable Object there is no such deadline.
+      // A 9 s stream (six events 1.5 s apart), then the `work` and `checked_at` steps: the 6 s
+      // budget with its 3 s margin would end this dispatch after the stream and re-deliver
+      // (the yield test above); in the execution's own Durable Object there is no deadline.
       const before = stub.hits;
       const started = performance.now();
-      const created = await createExecution(kernel, { llm_url: stub.url, stream: true, work_ms: 7000 }, AGENT_DO);
+      const created = await createExecution(kernel, { llm_url: `${stub.url}?every=1500`, stream: true, work_ms: 500 }, AGENT_DO);
       const done = await waitTerminal(kernel, created.id, 40_000);
       assert(done.status === "completed", `status ${done.status}: ${JSON.stringify(done)}`);
-      assert(done.output?.content === ANSWER && done.output?.worked_ms === 7000, `output ${JSON.stringify(done.output)}`);
+      assert(done.output?.content === ANSWER && done.output?.worked_ms === 500, `output ${JSON.stringify(done.output)}`);
+      assert(done.output?.chunks >= 5, `${done.output?.chunks} chunks read live: the stream was not read as it came`);
       const mine = doProxy.deliveries.filter((d) => d.body.includes(created.id));
       assert(mine.length === 1 && mine[0].status === 200, `deliveries ${JSON.stringify(mine)}`);
-      assert(mine[0].ms < 1000, `ack took ${mine[0].ms} ms, the run takes over 7000 ms`);
+      assert(mine[0].ms < 1000, `ack took ${mine[0].ms} ms, the run takes over 9000 ms`);
       assert(stub.hits - before === 1, `${stub.hits - before} provider requests`);
       const log = await events(kernel, created.id);
       const acked = log.filter((e) => (e.type ?? e.kind) === "dispatch.acked").length;
