@@ -103,8 +103,8 @@
 //!
 //! Durable Objects need the Workers Paid plan, and a compatibility date of 2026-10-01 or later,
 //! from which Cloudflare keeps an object active while its I/O is pending with no client
-//! connected. `tests/workers/run.sh` runs the example in this mode: an 8 s run against a 6 s
-//! budget completes in one delivery.
+//! connected. `tests/workers/run.sh` runs the example in this mode: a 9 s model stream against
+//! a 6 s budget is read to its end in one delivery.
 //!
 //! [Durable Object]: https://developers.cloudflare.com/durable-objects/
 //!
