@@ -146,7 +146,8 @@ async function startProxy(target) {
     const response = await fetch(new URL(req.url, target), { method: req.method, headers, body });
     const text = await response.text();
     const ms = performance.now() - started;
-    deliveries.push({ status: response.status, ms, body: body.toString() });
+    const object = response.headers.get("rebuno-durable-object");
+    deliveries.push({ status: response.status, ms, body: body.toString(), headers, object });
     res.writeHead(response.status, { "content-type": response.headers.get("content-type") ?? "text/plain" });
     res.end(text);
   });
@@ -390,13 +391,29 @@ const tests = [
   ],
   [
     "Durable Object mode: a model stream longer than the wait-until budget is read to its end in one delivery",
-    async ({ kernel, doProxy, stub }) => {
+    async ({ kernel, doProxy, doWorker, mfDo, stub }) => {
       // A 9 s stream (six events 1.5 s apart), then the `work` and `checked_at` steps: the 6 s
       // budget with its 3 s margin would end this dispatch after the stream and re-deliver
       // (the yield test above); in the execution's own Durable Object there is no deadline.
       const before = stub.hits;
       const started = performance.now();
       const created = await createExecution(kernel, { llm_url: `${stub.url}?every=1500`, stream: true, work_ms: 500 }, AGENT_DO);
+      // Mid-stream, the same delivery again (as a kernel retry would send it), straight to the
+      // Worker: it must reach the same object, which is already running it, and not run twice.
+      let first;
+      for (let i = 0; i < 100 && !first; i++) {
+        first = doProxy.deliveries.find((d) => d.body.includes(created.id));
+        if (!first) await sleep(50);
+      }
+      assert(first, "no delivery reached the Worker");
+      await sleep(1500);
+      const again = await fetch(new URL("/webhook", doWorker), { method: "POST", headers: first.headers, body: first.body });
+      assert(again.status === 200, `the repeated delivery got ${again.status}`);
+      // Both went to the object named after the execution. (All objects share the isolate
+      // here, so only this header can tell them apart.)
+      const named = (await mfDo.getDurableObjectNamespace("REBUNO_RUNS")).idFromName(created.id).toString();
+      const objects = [first.object, again.headers.get("rebuno-durable-object")];
+      assert(objects.every((o) => o === named), `objects ${JSON.stringify(objects)}, expected ${named}`);
       const done = await waitTerminal(kernel, created.id, 40_000);
       assert(done.status === "completed", `status ${done.status}: ${JSON.stringify(done)}`);
       assert(done.output?.content === ANSWER && done.output?.worked_ms === 500, `output ${JSON.stringify(done.output)}`);
@@ -414,7 +431,7 @@ const tests = [
       const calls = (await steps(kernel, created.id)).filter((s) => s.kind === "llm_call");
       assert(calls.length === 1 && calls[0].status === "succeeded", `llm_call steps ${JSON.stringify(calls)}`);
       const seconds = ((performance.now() - started) / 1000).toFixed(1);
-      return `1 delivery (ack ${mine[0].ms.toFixed(1)} ms) for a ${seconds} s run past the 6 s budget, ${done.output.chunks} chunk(s) read live, 1 provider request`;
+      return `1 delivery (ack ${mine[0].ms.toFixed(1)} ms) for a ${seconds} s run past the 6 s budget, ${done.output.chunks} chunk(s) read live, 1 provider request; the same delivery repeated mid-stream reached the same object (${named.slice(0, 12)}…) and was not run again`;
     },
   ],
   [
@@ -469,7 +486,8 @@ async function main() {
     const ready = await mf.ready;
     await mfDo.ready;
     console.log(`workerd ready at ${ready} in ${(performance.now() - started).toFixed(0)} ms`);
-    const { passed, failed } = await runAll({ kernel, proxy, doProxy, mf, stub });
+    const doWorker = `http://127.0.0.1:${doPort}`;
+    const { passed, failed } = await runAll({ kernel, proxy, doProxy, doWorker, mf, mfDo, stub });
     console.log(`wasm ${raw} B raw, ${gzip} B gzip (limit 1000000 B gzip)`);
     console.log(`${passed} passed, ${failed} failed`);
     return failed === 0 && gzip < 1_000_000;

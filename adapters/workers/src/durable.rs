@@ -7,9 +7,14 @@ use worker::{Env, HttpRequest};
 
 use crate::serve::health;
 
+/// The header of the acknowledgement that names the Durable Object the dispatch went to (its
+/// id in hex), for logs and for checking that an execution's dispatches share one object.
+pub const OBJECT_HEADER: &str = "rebuno-durable-object";
+
 /// Serves one `fetch` event of the Worker in Durable Object mode: checks the webhook and
 /// forwards it to the Durable Object named after its execution, in the namespace bound as
-/// `binding`, whose acknowledgement it returns.
+/// `binding`, whose acknowledgement it returns with that object's id in the
+/// [`OBJECT_HEADER`] header.
 ///
 /// The object runs the dispatch with [`serve_in_durable_object`]. A Durable Object is not cut
 /// off 30 s after its response as `waitUntil` work is: it stays alive while it has I/O pending
@@ -55,10 +60,9 @@ async fn forward(
     execution_id: &str,
     request: http::Request<bytes::Bytes>,
 ) -> worker::Result<http::Response<Body>> {
-    let stub = env
-        .durable_object(binding)?
-        .id_from_name(execution_id)?
-        .get_stub()?;
+    let namespace = env.durable_object(binding)?;
+    let id = namespace.id_from_name(execution_id)?;
+    let stub = id.get_stub()?;
     let request = worker::Request::try_from(request.map(Body::from))?;
     let mut answer = stub.fetch_with_request(request).await?;
     let status = StatusCode::from_u16(answer.status_code()).unwrap_or(StatusCode::BAD_GATEWAY);
@@ -70,6 +74,9 @@ async fn forward(
         response
             .headers_mut()
             .insert(http::header::CONTENT_TYPE, value);
+    }
+    if let Ok(value) = http::HeaderValue::from_str(&id.to_string()) {
+        response.headers_mut().insert(OBJECT_HEADER, value);
     }
     Ok(response)
 }

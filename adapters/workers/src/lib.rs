@@ -142,7 +142,7 @@ mod serve;
 mod transport;
 
 #[cfg(target_arch = "wasm32")]
-pub use crate::durable::{forward_to_durable_object, serve_in_durable_object};
+pub use crate::durable::{OBJECT_HEADER, forward_to_durable_object, serve_in_durable_object};
 pub use crate::limits::{Limits, MARGIN_VAR, WAIT_UNTIL_VAR};
 #[cfg(target_arch = "wasm32")]
 pub use crate::rt::{DateClock, LocalSpawn, WorkersSleep, runtime};
