@@ -3,25 +3,23 @@
 
 use http::StatusCode;
 use rebuno::{Agent, Body, Route};
-use worker::{Env, HttpRequest};
+use worker::{Env, HttpRequest, State};
 
-use crate::serve::health;
+use crate::serve::{health, task_promise};
 
-/// The header of the acknowledgement that names the Durable Object the dispatch went to (its
-/// id in hex), for logs and for checking that an execution's dispatches share one object.
+/// The header in which the Durable Object names itself (its id in hex) on the acknowledgement,
+/// for logs and for checking that an execution's dispatches share one object.
 pub const OBJECT_HEADER: &str = "rebuno-durable-object";
 
 /// Serves one `fetch` event of the Worker in Durable Object mode: checks the webhook and
 /// forwards it to the Durable Object named after its execution, in the namespace bound as
-/// `binding`, whose acknowledgement it returns with that object's id in the
-/// [`OBJECT_HEADER`] header.
+/// `binding`, whose acknowledgement (with the object's id in [`OBJECT_HEADER`]) it returns.
 ///
-/// The object runs the dispatch with [`serve_in_durable_object`]. A Durable Object is not cut
-/// off 30 s after its response as `waitUntil` work is: it stays alive while it has I/O pending
-/// (the kernel calls, the tools, a model's stream), so a run there is not sliced by deadlines
-/// and a long LLM stream is read to its end. All dispatches of one execution reach the same
-/// object, one at a time in arrival order, where a newer dispatch supersedes an older one as it
-/// does in any agent.
+/// The object runs the dispatch with [`serve_in_durable_object`]. Unlike a Worker's, a Durable
+/// Object's `waitUntil` work is not cut off 30 s after the response: it keeps the object from
+/// being evicted while it is pending, so a run there is not sliced by deadlines and a long LLM
+/// stream is read to its end. All dispatches of one execution reach the same object, where a
+/// newer dispatch supersedes an older one as it does in any agent.
 ///
 /// A bad webhook is answered here (`401`, `400`, `405`) and wakes no object. When the object
 /// cannot be reached the kernel gets `503` and delivers again, so nothing is lost.
@@ -60,13 +58,15 @@ async fn forward(
     execution_id: &str,
     request: http::Request<bytes::Bytes>,
 ) -> worker::Result<http::Response<Body>> {
-    let namespace = env.durable_object(binding)?;
-    let id = namespace.id_from_name(execution_id)?;
-    let stub = id.get_stub()?;
+    let stub = env
+        .durable_object(binding)?
+        .id_from_name(execution_id)?
+        .get_stub()?;
     let request = worker::Request::try_from(request.map(Body::from))?;
     let mut answer = stub.fetch_with_request(request).await?;
     let status = StatusCode::from_u16(answer.status_code()).unwrap_or(StatusCode::BAD_GATEWAY);
     let content_type = answer.headers().get("content-type")?;
+    let object = answer.headers().get(OBJECT_HEADER)?;
     let body = answer.bytes().await?;
     let mut response = http::Response::new(Body::from(bytes::Bytes::from(body)));
     *response.status_mut() = status;
@@ -75,7 +75,7 @@ async fn forward(
             .headers_mut()
             .insert(http::header::CONTENT_TYPE, value);
     }
-    if let Ok(value) = http::HeaderValue::from_str(&id.to_string()) {
+    if let Some(value) = object.and_then(|v| http::HeaderValue::from_str(&v).ok()) {
         response.headers_mut().insert(OBJECT_HEADER, value);
     }
     Ok(response)
@@ -94,25 +94,32 @@ fn unavailable() -> http::Response<Body> {
 }
 
 /// Serves a dispatch forwarded by [`forward_to_durable_object`], inside the Durable Object's
-/// `fetch`: checks it again, acknowledges it, and runs it in the background of the object with
-/// no deadline, since nothing cuts the object off while the run has I/O pending.
+/// `fetch`: checks it again, acknowledges it (naming the object in [`OBJECT_HEADER`]), and runs
+/// it with no deadline under the object's `waitUntil`.
+///
+/// From compatibility date 2026-10-01, or earlier with the compatibility flag
+/// `durable_object_io_tasks_prevent_eviction`, a pending `waitUntil` promise keeps the object
+/// from being evicted although no client is connected any more. Without either, Cloudflare may
+/// evict an object idle for about 70–140 s; the run's lease heartbeat timer and its kernel
+/// calls usually keep it busy, and an evicted run is re-delivered and replayed.
 ///
 /// ```ignore
 /// use worker::{DurableObject, Env, Request, Response, Result, State, durable_object};
 ///
 /// #[durable_object(fetch)]
 /// pub struct RebunoRun {
+///     state: State,
 ///     env: Env,
 /// }
 ///
 /// impl DurableObject for RebunoRun {
-///     fn new(_state: State, env: Env) -> Self {
-///         Self { env }
+///     fn new(state: State, env: Env) -> Self {
+///         Self { state, env }
 ///     }
 ///
 ///     async fn fetch(&self, request: Request) -> Result<Response> {
 ///         let agent = agent(&self.env).map_err(|e| worker::Error::RustError(e.to_string()))?;
-///         rebuno_workers::serve_in_durable_object(&agent, request).await
+///         rebuno_workers::serve_in_durable_object(&agent, &self.state, request).await
 ///     }
 /// }
 /// ```
@@ -122,13 +129,20 @@ fn unavailable() -> http::Response<Body> {
 /// When the request or the answer cannot be converted between `worker` and `http` types.
 pub async fn serve_in_durable_object(
     agent: &Agent,
+    state: &State,
     request: worker::Request,
 ) -> worker::Result<worker::Response> {
     let request = HttpRequest::try_from(request)?;
-    let dispatch = agent.handle(request).await;
+    let mut dispatch = agent.handle(request).await;
     if let Some(task) = dispatch.background {
-        // `waitUntil` means nothing in a Durable Object; its pending I/O keeps it alive.
-        wasm_bindgen_futures::spawn_local(task);
+        state
+            .as_raw()
+            .wait_until(&task_promise(task))
+            .map_err(worker::Error::from)?;
+    }
+    let id = state.as_raw().id().and_then(|id| id.to_string());
+    if let Some(value) = id.ok().and_then(|id| http::HeaderValue::from_str(&id).ok()) {
+        dispatch.response.headers_mut().insert(OBJECT_HEADER, value);
     }
     worker::Response::try_from(dispatch.response)
 }

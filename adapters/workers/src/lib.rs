@@ -57,9 +57,9 @@
 //! For runs that outlast the slices above, for instance a model streaming a long answer, run
 //! each execution in a [Durable Object] of its own. The Worker checks the webhook and forwards
 //! it with [`forward_to_durable_object`] to the object named after the execution; the object
-//! acknowledges it and runs it with [`serve_in_durable_object`]. A Durable Object stays alive
-//! while it has I/O pending (the kernel calls, the model's stream), so the run gets no
-//! deadline and is not cut at 30 s; every dispatch of an execution reaches the same object.
+//! acknowledges it and runs it with [`serve_in_durable_object`] under the object's
+//! `waitUntil`, which is not cut at 30 s and keeps the object from eviction while pending, so
+//! the run gets no deadline; every dispatch of an execution reaches the same object.
 //!
 //! ```ignore
 //! use worker::{DurableObject, Env, Request, Response, State, durable_object};
@@ -73,17 +73,18 @@
 //! #[durable_object(fetch)]
 //! #[derive(Debug)]
 //! pub struct RebunoRun {
+//!     state: State,
 //!     env: Env,
 //! }
 //!
 //! impl DurableObject for RebunoRun {
-//!     fn new(_state: State, env: Env) -> Self {
-//!         Self { env }
+//!     fn new(state: State, env: Env) -> Self {
+//!         Self { state, env }
 //!     }
 //!
 //!     async fn fetch(&self, request: Request) -> worker::Result<Response> {
 //!         let agent = agent(&self.env).map_err(|e| worker::Error::RustError(e.to_string()))?;
-//!         rebuno_workers::serve_in_durable_object(&agent, request).await
+//!         rebuno_workers::serve_in_durable_object(&agent, &self.state, request).await
 //!     }
 //! }
 //! ```
@@ -101,9 +102,9 @@
 //! new_sqlite_classes = ["RebunoRun"]
 //! ```
 //!
-//! Durable Objects need the Workers Paid plan, and a compatibility date of 2026-10-01 or later,
-//! from which Cloudflare keeps an object active while its I/O is pending with no client
-//! connected. `tests/workers/run.sh` runs the example in this mode: a 9 s model stream against
+//! Durable Objects need the Workers Paid plan. Use a compatibility date of 2026-10-01 or later
+//! (or the flag `durable_object_io_tasks_prevent_eviction`): from then on a pending `waitUntil`
+//! keeps an object active with no client connected. `tests/workers/run.sh` runs the example in this mode: a 9 s model stream against
 //! a 6 s budget is read to its end in one delivery.
 //!
 //! [Durable Object]: https://developers.cloudflare.com/durable-objects/

@@ -51,13 +51,17 @@ pub async fn fetch_with(
 
 /// Hands `task` to `ctx.wait_until` (without `worker::Context::wait_until`'s panic).
 fn keep_alive(ctx: &Context, task: Task) -> worker::Result<()> {
-    let promise = wasm_bindgen_futures::future_to_promise(AssertUnwindSafe(async move {
+    ctx.as_ref()
+        .wait_until(&task_promise(task))
+        .map_err(worker::Error::from)
+}
+
+/// `task` as a JS promise, for a `waitUntil`.
+pub(crate) fn task_promise(task: Task) -> js_sys::Promise {
+    wasm_bindgen_futures::future_to_promise(AssertUnwindSafe(async move {
         task.await;
         Ok(JsValue::UNDEFINED)
-    }));
-    ctx.as_ref()
-        .wait_until(&promise)
-        .map_err(worker::Error::from)
+    }))
 }
 
 pub(crate) fn health() -> http::Response<Body> {

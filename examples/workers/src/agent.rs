@@ -107,17 +107,18 @@ async fn fetch(req: HttpRequest, env: Env, ctx: Context) -> worker::Result<http:
 #[durable_object(fetch)]
 #[derive(Debug)]
 pub struct RebunoRun {
+    state: State,
     env: Env,
 }
 
 impl DurableObject for RebunoRun {
-    fn new(_state: State, env: Env) -> Self {
-        Self { env }
+    fn new(state: State, env: Env) -> Self {
+        Self { state, env }
     }
 
     async fn fetch(&self, request: Request) -> worker::Result<Response> {
         let agent = agent(&self.env).map_err(config_error)?;
-        rebuno_workers::serve_in_durable_object(&agent, request).await
+        rebuno_workers::serve_in_durable_object(&agent, &self.state, request).await
     }
 }
 
