@@ -19,8 +19,6 @@ mod common;
 #[path = "common/model.rs"]
 mod model;
 
-use std::io::Write;
-
 use async_openai::config::OpenAIConfig;
 use async_openai::types::chat::{
     ChatCompletionRequestSystemMessageArgs, ChatCompletionRequestUserMessageArgs,
@@ -28,7 +26,7 @@ use async_openai::types::chat::{
 };
 use futures_util::StreamExt;
 use rebuno::{Agent, HandlerError};
-use rebuno_devkernel::{CreateExecution, DevKernel};
+use rebuno_devkernel::DevKernel;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -64,9 +62,7 @@ fn bind(agent: &Agent, openai: OpenAI, model: String) {
             while let Some(chunk) = stream.next().await {
                 for choice in chunk?.choices {
                     if let Some(text) = choice.delta.content {
-                        print!("{text}");
-                        let _ = std::io::stdout().flush();
-                        answer.push_str(&text);
+                        model::echo(&mut answer, &text);
                     }
                 }
             }
@@ -83,10 +79,7 @@ const ANSWER: model::Reply = model::Reply::Text("It runs your agent to completio
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     common::init_logs();
     let endpoint = model::endpoint(|_| ANSWER).await?;
-    let key = endpoint
-        .api_key
-        .clone()
-        .unwrap_or_else(|| "not-needed".into());
+    let key = endpoint.key();
     // Built once: each call finds the execution it runs in.
     let openai = rebuno::async_openai::client(
         OpenAIConfig::new()
@@ -97,20 +90,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let kernel = DevKernel::start().await?;
     let agent = common::agent(&kernel, "openai_chat")?;
     bind(&agent, openai, endpoint.name.clone());
-    common::serve(&kernel, agent, None).await?;
-    println!(
-        "dev kernel at {}, model {} at {}\n",
-        kernel.url(),
-        endpoint.name,
-        endpoint.base_url
-    );
-
-    let question = json!({ "question": "What does a durable execution runtime do?" });
-    let created = kernel
-        .create_execution(CreateExecution::new("openai_chat", question))
-        .await?;
-    let done = common::finish(&kernel, created.id).await?;
-    common::report(&done, &kernel.events(done.id));
-    kernel.shutdown().await;
-    Ok(())
+    model::ask_once(
+        kernel,
+        agent,
+        &endpoint,
+        "What does a durable execution runtime do?",
+    )
+    .await
 }

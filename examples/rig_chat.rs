@@ -20,12 +20,10 @@ mod common;
 #[path = "common/model.rs"]
 mod model;
 
-use std::io::Write;
-
 use futures_util::StreamExt;
 use rebuno::rig::Durable;
 use rebuno::{Agent, HandlerError};
-use rebuno_devkernel::{CreateExecution, DevKernel};
+use rebuno_devkernel::DevKernel;
 use rig_core::completion::CompletionRequest;
 use rig_core::providers::openai::{OpenAI, OpenAIConfig};
 use rig_core::streaming::{Item, StreamEvent};
@@ -51,9 +49,7 @@ fn bind(agent: &Agent, openai: OpenAI, model: String) {
             let mut answer = String::new();
             while let Some(item) = events.next().await {
                 if let Item::Event(StreamEvent::Text { text, .. }) = item? {
-                    print!("{text}");
-                    let _ = std::io::stdout().flush();
-                    answer.push_str(&text);
+                    model::echo(&mut answer, &text);
                 }
             }
             println!();
@@ -69,10 +65,7 @@ const ANSWER: model::Reply = model::Reply::Text("It runs your agent to completio
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     common::init_logs();
     let endpoint = model::endpoint(|_| ANSWER).await?;
-    let key = endpoint
-        .api_key
-        .clone()
-        .unwrap_or_else(|| "not-needed".into());
+    let key = endpoint.key();
     // Built once: each call finds the execution it runs in when it is sent.
     let openai = OpenAIConfig::new(key)
         .with_base_url(&endpoint.base_url)
@@ -81,20 +74,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let kernel = DevKernel::start().await?;
     let agent = common::agent(&kernel, "rig_chat")?;
     bind(&agent, openai, endpoint.name.clone());
-    common::serve(&kernel, agent, None).await?;
-    println!(
-        "dev kernel at {}, model {} at {}\n",
-        kernel.url(),
-        endpoint.name,
-        endpoint.base_url
-    );
-
-    let question = json!({ "question": "What does a durable execution runtime do?" });
-    let created = kernel
-        .create_execution(CreateExecution::new("rig_chat", question))
-        .await?;
-    let done = common::finish(&kernel, created.id).await?;
-    common::report(&done, &kernel.events(done.id));
-    kernel.shutdown().await;
-    Ok(())
+    model::ask_once(
+        kernel,
+        agent,
+        &endpoint,
+        "What does a durable execution runtime do?",
+    )
+    .await
 }

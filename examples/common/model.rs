@@ -26,11 +26,63 @@ pub(crate) enum Reply {
 
 /// The model an example talks to: an OpenAI-compatible chat-completions base URL, a model
 /// name and maybe a key.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct Endpoint {
     pub(crate) base_url: String,
     pub(crate) name: String,
     pub(crate) api_key: Option<String>,
+}
+
+impl std::fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the key itself.
+        f.debug_struct("Endpoint")
+            .field("base_url", &self.base_url)
+            .field("name", &self.name)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+impl Endpoint {
+    /// The API key, or a placeholder for endpoints that need none (clients insist on one).
+    pub(crate) fn key(&self) -> String {
+        self.api_key.clone().unwrap_or_else(|| "not-needed".into())
+    }
+}
+
+/// Prints a streamed piece of text as it arrives and appends it to `answer`.
+pub(crate) fn echo(answer: &mut String, text: &str) {
+    use std::io::Write;
+    print!("{text}");
+    let _ = std::io::stdout().flush();
+    answer.push_str(text);
+}
+
+/// Serves `agent` (bound already) on `kernel`, asks it `question` as `{"question": ...}`,
+/// prints the outcome and the event log, and stops the kernel.
+pub(crate) async fn ask_once(
+    kernel: rebuno_devkernel::DevKernel,
+    agent: rebuno::Agent,
+    endpoint: &Endpoint,
+    question: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let agent_id = agent.id().to_owned();
+    crate::common::serve(&kernel, agent, None).await?;
+    println!(
+        "dev kernel at {}, model {} at {}\n",
+        kernel.url(),
+        endpoint.name,
+        endpoint.base_url
+    );
+    let input = json!({ "question": question });
+    let created = kernel
+        .create_execution(rebuno_devkernel::CreateExecution::new(agent_id, input))
+        .await?;
+    let done = crate::common::finish(&kernel, created.id).await?;
+    crate::common::report(&done, &kernel.events(done.id));
+    kernel.shutdown().await;
+    Ok(())
 }
 
 /// `LLM_BASE_URL` (with `LLM_MODEL`, default `gpt-4o-mini`, and `OPENAI_API_KEY` when set), or

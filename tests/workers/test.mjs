@@ -205,61 +205,15 @@ function liveSteps(log) {
 }
 
 /**
- * One durable LLM call through the Worker's FetchTransport, then a slow `work` step that makes
- * the run yield at its deadline: the re-delivery must replay the recorded answer, not ask again.
+ * Runs `input` (plus a slow `work` step that makes the run yield at its deadline) and checks
+ * the durable LLM call it makes: one `llm_call` step for `gpt-test`, recorded by the first
+ * delivery with the stub's exact answer and only its content type; the re-delivery replays it,
+ * so the stub is asked once for two deliveries, and no step runs live twice. `liveCount` is the
+ * number of distinct live steps the handler makes. Returns the output and the record.
  */
-async function llmCall({ kernel, proxy, stub }, stream) {
+async function recordedOnceAndReplayed({ kernel, proxy, stub }, input, stream, liveCount) {
   const before = stub.hits;
-  const created = await createExecution(kernel, { llm_url: stub.url, stream, work_ms: 3500 });
-  await sleep(5000);
-  const midway = await execution(kernel, created.id);
-  assert(midway.status === "running", `midway status ${midway.status}`);
-  const asked = stub.hits - before;
-  assert(asked === 1, `${asked} provider requests before the re-delivery`);
-  const done = await waitTerminal(kernel, created.id, 40_000);
-  assert(done.status === "completed", `status ${done.status}: ${JSON.stringify(done)}`);
-  const mine = proxy.deliveries.filter((d) => d.body.includes(created.id));
-  assert(mine.length === 2 && mine.every((d) => d.status === 200), `deliveries ${JSON.stringify(mine)}`);
-  assert(stub.hits - before === 1, `${stub.hits - before} provider requests after the re-delivery`);
-  const sent = stub.requests.at(-1);
-  assert(sent.model === "gpt-test" && sent.stream === stream, `request ${JSON.stringify(sent)}`);
-
-  const expected = stream ? stub.sse : stub.json;
-  const contentType = stream ? "text/event-stream" : "application/json";
-  const calls = (await steps(kernel, created.id)).filter((s) => s.kind === "llm_call");
-  assert(calls.length === 1, `${calls.length} llm_call steps: ${JSON.stringify(calls)}`);
-  const [call] = calls;
-  assert(call.target === "gpt-test", `target ${call.target}`);
-  assert(call.status === "succeeded", `step status ${call.status}`);
-  const result = call.result ?? {};
-  assert(result.status === 200, `recorded status ${result.status}`);
-  assert(
-    JSON.stringify(Object.keys(result.headers ?? {})) === '["content-type"]' &&
-      result.headers["content-type"] === contentType,
-    `recorded headers ${JSON.stringify(result.headers)}`,
-  );
-  assert(result.body === expected, `recorded body ${JSON.stringify(result.body)}`);
-
-  const out = done.output ?? {};
-  assert(out.status === 200 && out.body === expected && out.content === ANSWER, `output ${JSON.stringify(out)}`);
-  // Recorded by the first delivery: how many chunks the live read got.
-  const minChunks = stream ? 3 : 1;
-  assert(out.chunks >= minChunks, `${out.chunks} chunks read live, expected ≥ ${minChunks}`);
-  const live = liveSteps(await events(kernel, created.id));
-  const counts = Object.values(live);
-  assert(counts.length === 4 && counts.every((n) => n === 1), `live steps ${JSON.stringify(live)}`);
-  return `1 provider request for 2 deliveries, ${out.chunks} chunk(s) read live, recorded ${result.body.length} B of ${contentType}`;
-}
-
-/**
- * The same through rig: rig's OpenAI-compatible client (chat-completions wire) on the stub's
- * base URL, sending through `rebuno::rig::Durable` over rig's reqwest client (the JS fetch). One
- * `llm_call` step recorded by the first delivery; the re-delivery after the deadline yield
- * replays it, so the stub is not asked again.
- */
-async function rigCall({ kernel, proxy, stub }, stream) {
-  const before = stub.hits;
-  const created = await createExecution(kernel, { rig_url: stub.base, stream, work_ms: 3500 });
+  const created = await createExecution(kernel, { ...input, stream, work_ms: 3500 });
   await sleep(5000);
   const midway = await execution(kernel, created.id);
   assert(midway.status === "running", `midway status ${midway.status}`);
@@ -289,13 +243,37 @@ async function rigCall({ kernel, proxy, stub }, stream) {
   );
   assert(result.body === expected, `recorded body ${JSON.stringify(result.body)}`);
 
-  const out = done.output ?? {};
-  const pieces = stream ? PIECES.length : 1;
-  assert(out.text === ANSWER && out.pieces === pieces, `output ${JSON.stringify(out)}`);
   const live = liveSteps(await events(kernel, created.id));
   const counts = Object.values(live);
-  assert(counts.length === 3 && counts.every((n) => n === 1), `live steps ${JSON.stringify(live)}`);
-  return `1 provider request for 2 deliveries, rig read ${out.pieces} text piece(s), recorded ${result.body.length} B of ${contentType}`;
+  assert(counts.length === liveCount && counts.every((n) => n === 1), `live steps ${JSON.stringify(live)}`);
+  const recorded = `recorded ${result.body.length} B of ${contentType}`;
+  return { out: done.output ?? {}, expected, recorded };
+}
+
+/**
+ * One durable LLM call through the Worker's FetchTransport; the live steps are the call,
+ * `llm_chunks`, `work` and `checked_at`.
+ */
+async function llmCall(context, stream) {
+  const { stub } = context;
+  const { out, expected, recorded } = await recordedOnceAndReplayed(context, { llm_url: stub.url }, stream, 4);
+  assert(out.status === 200 && out.body === expected && out.content === ANSWER, `output ${JSON.stringify(out)}`);
+  // Recorded by the first delivery: how many chunks the live read got.
+  const minChunks = stream ? 3 : 1;
+  assert(out.chunks >= minChunks, `${out.chunks} chunks read live, expected ≥ ${minChunks}`);
+  return `1 provider request for 2 deliveries, ${out.chunks} chunk(s) read live, ${recorded}`;
+}
+
+/**
+ * The same through rig: rig's OpenAI-compatible client (chat-completions wire) on the stub's
+ * base URL, sending through `rebuno::rig::Durable` over rig's reqwest client (the JS fetch).
+ */
+async function rigCall(context, stream) {
+  const { stub } = context;
+  const { out, recorded } = await recordedOnceAndReplayed(context, { rig_url: stub.base }, stream, 3);
+  const pieces = stream ? PIECES.length : 1;
+  assert(out.text === ANSWER && out.pieces === pieces, `output ${JSON.stringify(out)}`);
+  return `1 provider request for 2 deliveries, rig read ${out.pieces} text piece(s), ${recorded}`;
 }
 
 /** Bad webhooks posted to `url`: a wrong and a missing signature, and a signed non-JSON body. */
