@@ -2,6 +2,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
+use std::hash::{BuildHasher, RandomState};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -42,14 +43,22 @@ type Body = UnsyncBoxBody<Bytes, rebuno::BoxError>;
 /// // ... build the client with `base_url` and call the model as usual ...
 /// # Ok(()) }
 /// ```
-#[derive(Debug)]
 pub struct LlmGateway {
     addr: SocketAddr,
     shared: Arc<Shared>,
     task: tokio::task::JoinHandle<()>,
 }
 
-#[derive(Debug)]
+impl std::fmt::Debug for LlmGateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Not the tokens: each one lets its holder add steps to an execution.
+        f.debug_struct("LlmGateway")
+            .field("addr", &self.addr)
+            .field("upstream", &self.shared.upstream)
+            .finish_non_exhaustive()
+    }
+}
+
 struct Shared {
     upstream: String,
     llm: DurableLlm,
@@ -57,13 +66,15 @@ struct Shared {
 }
 
 /// Dispatch tokens and the executions they stand for.
-#[derive(Debug, Default)]
+#[derive(Default)]
 struct Tokens {
     by_token: HashMap<String, ExecutionContext>,
     by_dispatch: HashMap<(String, u64), String>,
     order: VecDeque<String>,
     issued: u64,
-    nonce: u64,
+    /// Keyed SipHash with keys from the OS's random source: a token says nothing about the
+    /// others, so one URL cannot be turned into another dispatch's.
+    keys: RandomState,
 }
 
 impl LlmGateway {
@@ -93,10 +104,7 @@ impl LlmGateway {
         let shared = Arc::new(Shared {
             upstream: upstream.into().trim_end_matches('/').to_owned(),
             llm: DurableLlm::wrap(provider),
-            tokens: Mutex::new(Tokens {
-                nonce: nonce(addr),
-                ..Tokens::default()
-            }),
+            tokens: Mutex::new(Tokens::default()),
         });
         let task = tokio::spawn(accept(listener, Arc::clone(&shared)));
         Ok(Self { addr, shared, task })
@@ -137,8 +145,7 @@ impl Tokens {
         if let Some(token) = self.by_dispatch.get(&dispatch) {
             return token.clone();
         }
-        self.issued += 1;
-        let token = format!("{:016x}{:016x}", self.nonce, mix(self.nonce ^ self.issued));
+        let token = self.mint();
         self.by_dispatch.insert(dispatch, token.clone());
         self.by_token.insert(token.clone(), context.clone());
         self.order.push_back(token.clone());
@@ -153,6 +160,16 @@ impl Tokens {
             }
         }
         token
+    }
+
+    /// A new 128-bit token.
+    fn mint(&mut self) -> String {
+        self.issued += 1;
+        let (high, low) = (
+            self.keys.hash_one((self.issued, 0u8)),
+            self.keys.hash_one((self.issued, 1u8)),
+        );
+        format!("{high:016x}{low:016x}")
     }
 }
 
@@ -235,22 +252,6 @@ fn plain(status: http::StatusCode, message: &str) -> http::Response<Body> {
     response
 }
 
-/// Unpredictable enough for loopback tokens: the clock, the process and the port.
-fn nonce(addr: SocketAddr) -> u64 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    mix(now ^ (u64::from(std::process::id()) << 32) ^ u64::from(addr.port()))
-}
-
-/// SplitMix64's finaliser.
-fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
-
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -258,6 +259,18 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tokens_do_not_follow_from_one_another() {
+        let (mut one, mut other) = (Tokens::default(), Tokens::default());
+        let first = one.mint();
+        let second = one.mint();
+        // No part shared to build the next one from, and another gateway's first token differs.
+        assert_eq!((first.len(), second.len()), (32, 32));
+        assert_ne!(first[..16], second[..16]);
+        assert_ne!(first[16..], second[16..]);
+        assert_ne!(other.mint(), first);
+    }
 
     #[test]
     fn gateway_paths_split_into_token_and_rest() {
