@@ -38,8 +38,14 @@ pub(crate) async fn run_dispatch(
     let context = ExecutionContext::new(kernel, &execution, lease, deadline);
     let ending = match handler.start(execution.input) {
         Ok(run) => {
-            let outcome = heartbeating(&context, context.scope(run)).await;
-            context.settle().await;
+            // Deferred work (an LLM stream dropped early, still to be recorded) runs under the
+            // heartbeat too: it may retry for a while, and a superseded run must not finish it.
+            let outcome = heartbeating(&context, async {
+                let outcome = context.scope(run).await;
+                context.settle().await;
+                outcome
+            })
+            .await;
             ending(&context, outcome)
         }
         Err(detail) => Ending::Failure(input_invalid(&detail)),
