@@ -272,6 +272,22 @@ impl StdError for Error {
     }
 }
 
+/// An error and its sources, `outer: inner: …`, skipping a source whose text its parent
+/// already shows (many errors print their source inside their own message).
+pub(crate) fn error_chain(error: &(dyn StdError + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 /// The first Rebuno [`Error`] in `error`'s source chain, itself included.
 pub(crate) fn find_rebuno<'a>(error: &'a (dyn StdError + 'static)) -> Option<&'a Error> {
     let mut current = Some(error);

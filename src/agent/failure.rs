@@ -3,12 +3,12 @@
 //! The text before the first colon is a stable token: a kernel reason (`policy_denied`,
 //! `rate_limit_exceeded`, ...) or one of `tool_error`, `agent_error`, `input_invalid`.
 
-use crate::error::{ErrorKind, HandlerError};
+use crate::error::{ErrorKind, HandlerError, error_chain};
 
 /// The reason to fail the execution with, for a handler error that is not control flow.
 pub(crate) fn failure_reason(error: &HandlerError) -> String {
     let Some(rebuno) = error.as_rebuno() else {
-        return format!("agent_error: {}", chain(error));
+        return format!("agent_error: {}", error_chain(error.as_dyn()));
     };
     match rebuno.kind() {
         ErrorKind::Policy => {
@@ -22,7 +22,7 @@ pub(crate) fn failure_reason(error: &HandlerError) -> String {
         ErrorKind::RateLimited => rebuno.reason().unwrap_or("rate_limit_exceeded").to_owned(),
         ErrorKind::Tool => format!("tool_error: {}", rebuno.message()),
         ErrorKind::CheckpointUnavailable => format!("checkpoint_unavailable: {}", rebuno.message()),
-        kind => format!("agent_error: {kind:?}: {}", chain(error)),
+        kind => format!("agent_error: {kind:?}: {}", error_chain(error.as_dyn())),
     }
 }
 
@@ -36,21 +36,6 @@ fn is_token(reason: &str) -> bool {
         && reason
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-}
-
-/// The error and its causes, joined by `: `.
-fn chain(error: &HandlerError) -> String {
-    let mut text = error.to_string();
-    let mut source = error.as_dyn().source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.ends_with(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use super::{Exclusive, ExecutionContext, Scoped, StepScope};
 use crate::error::{BoxError, Error, ErrorKind, Result, find_rebuno};
 use crate::kernel::api::StepSubmission;
 use crate::tool::Idempotency;
-use crate::wire::{Decision, ResourceGeneration, StepDecision, error_message};
+use crate::wire::{Captures, Decision, ResourceGeneration, StepDecision, error_message};
 
 /// A step as the SDK submits it.
 #[derive(Debug)]
@@ -134,10 +134,7 @@ impl ExecutionContext {
         Fut: Future<Output = std::result::Result<R, BoxError>>,
     {
         if step.id.is_empty() {
-            return Err(Error::new(
-                ErrorKind::Protocol,
-                "kernel said proceed without a step_id",
-            ));
+            return Err(missing_step_id());
         }
         let outcome = Scoped::in_step(self.clone(), Arc::clone(&step), body()).await;
         let recorded = outcome.and_then(|value| match serde_json::to_value(&value) {
@@ -150,13 +147,51 @@ impl ExecutionContext {
         };
         self.guard()?;
         let captures = self.capture(due).await;
+        self.record_success(&step.id, &recorded, &captures).await?;
+        Ok(value)
+    }
+
+    /// Records `result` as a proceeding step's outcome.
+    pub(crate) async fn record_success(
+        &self,
+        step_id: &str,
+        result: &Value,
+        captures: &Captures,
+    ) -> Result<()> {
         let answer = self
             .kernel()
-            .complete_step(self.id(), &step.id, self.lease(), &recorded, &captures)
+            .complete_step(self.id(), step_id, self.lease(), result, captures)
             .await;
         match answer.map_err(|e| self.note(e))?.decision {
             Decision::ExecutionTerminal => Err(self.note(Error::terminated())),
-            _ => Ok(value),
+            _ => Ok(()),
+        }
+    }
+
+    /// Records `{"message"}` as a proceeding step's failure. Returns only control flow (a
+    /// superseded or ended run, which must win over the failure being reported); any other
+    /// error is logged, since the caller is already reporting the failure that caused this.
+    pub(crate) async fn record_failure(
+        &self,
+        step_id: &str,
+        message: &str,
+        captures: &Captures,
+    ) -> Option<Error> {
+        if let Err(stopped) = self.guard() {
+            return Some(stopped);
+        }
+        let recorded = json!({ "message": message });
+        let answer = self
+            .kernel()
+            .fail_step(self.id(), step_id, self.lease(), &recorded, captures)
+            .await;
+        match answer.map_err(|e| self.note(e)) {
+            Err(e) if e.is_control_flow() => Some(e),
+            Err(e) => {
+                tracing::warn!(error = %e, step_id, "could not record the step failure");
+                None
+            }
+            Ok(_) => None,
         }
     }
 
@@ -174,17 +209,9 @@ impl ExecutionContext {
         }
         let message = error.to_string();
         if self.guard().is_ok() {
-            let recorded = json!({ "message": message });
             let captures = self.capture(due).await;
-            let answer = self
-                .kernel()
-                .fail_step(self.id(), step_id, self.lease(), &recorded, &captures)
-                .await;
-            if let Err(e) = answer.map_err(|e| self.note(e)) {
-                if e.is_control_flow() {
-                    return e;
-                }
-                tracing::warn!(error = %e, step_id, "could not record the step failure");
+            if let Some(control_flow) = self.record_failure(step_id, &message, &captures).await {
+                return control_flow;
             }
         }
         Error::new(ErrorKind::Tool, format!("{target}: {message}"))
@@ -221,7 +248,13 @@ fn passes_through(error: &Error) -> bool {
     error.is_control_flow() || matches!(error.kind(), ErrorKind::Policy | ErrorKind::RateLimited)
 }
 
-fn replayed(decision: StepDecision, target: &str) -> Result<Value> {
+/// The error for a `proceed` that names no step.
+pub(crate) fn missing_step_id() -> Error {
+    Error::new(ErrorKind::Protocol, "kernel said proceed without a step_id")
+}
+
+/// A replayed step's recorded result, or its recorded failure as a tool error.
+pub(crate) fn replayed(decision: StepDecision, target: &str) -> Result<Value> {
     match decision.error {
         Some(error) => Err(Error::new(
             ErrorKind::Tool,

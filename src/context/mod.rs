@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use self::ambient::Scoped;
-pub(crate) use self::effect::Effect;
+pub(crate) use self::effect::{Effect, missing_step_id, replayed};
 use crate::error::{Error, ErrorKind, Result};
 use crate::kernel::{KernelClient, Lease};
 use crate::resource::Registered;

@@ -262,7 +262,7 @@ async fn read_all(mut body: ByteStream, step: &LlmStep) -> Result<Vec<u8>> {
         match chunk {
             Ok(chunk) => whole.extend_from_slice(&chunk),
             Err(error) => {
-                step.fail(super::step::describe(&*error)).await?;
+                step.fail(crate::error::error_chain(&*error)).await?;
                 return Err(provider_error(error));
             }
         }

@@ -5,11 +5,13 @@ use serde_json::Value;
 
 use super::delta::Delta;
 use super::record::Record;
-use crate::context::{Effect, ExecutionContext};
+use tracing::Instrument;
+
+use crate::context::{Effect, ExecutionContext, missing_step_id, replayed};
 use crate::error::{Error, ErrorKind, Result};
 use crate::refusal::{Refusal, RefusalKind};
 use crate::tool::Idempotency;
-use crate::wire::{Captures, Decision, error_message};
+use crate::wire::{Captures, Decision};
 
 /// What the kernel decided for a provider request.
 #[derive(Debug)]
@@ -45,48 +47,24 @@ pub(super) async fn begin(context: Option<ExecutionContext>, body: &Bytes) -> Re
         idempotency: Idempotency::SafeToRetry,
         resources: &[],
     };
-    let decision = match context.submit(&effect).await {
+    let span = tracing::info_span!("rebuno.llm", target = %target);
+    let decision = match context.submit(&effect).instrument(span).await {
         Ok(decision) => decision,
         Err(error) => return refused(error),
     };
     match decision.decision {
-        Decision::Replay => match &decision.error {
-            Some(error) => Err(Error::new(
-                ErrorKind::Tool,
-                format!("{target}: {}", error_message(error)),
-            )
-            .with_tool(&target, decision.step_id.as_deref())),
-            None => Ok(Begin::Replay(Record::from_value(
-                decision.result.as_ref().unwrap_or(&Value::Null),
-            ))),
-        },
+        Decision::Replay => {
+            replayed(decision, &target).map(|result| Begin::Replay(Record::from_value(&result)))
+        }
         Decision::Proceed => match decision.step_id {
             Some(id) if !id.is_empty() => Ok(Begin::Proceed {
                 step: LlmStep { context, id },
                 stream,
             }),
-            _ => Err(Error::new(
-                ErrorKind::Protocol,
-                "kernel said proceed without a step_id",
-            )),
+            _ => Err(missing_step_id()),
         },
         _ => refused(context.refusal(decision)),
     }
-}
-
-/// An error and its sources, `outer: inner: …`, skipping a source whose text its parent
-/// already shows.
-pub(super) fn describe(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !message.contains(&text) {
-            message = format!("{message}: {text}");
-        }
-        source = cause.source();
-    }
-    message
 }
 
 /// The request body as a JSON object, if it is one.
@@ -127,49 +105,25 @@ impl LlmStep {
 
     /// Records the answer as the step's result.
     pub(super) async fn record(&self, record: &Record) -> Result<()> {
-        let context = &self.context;
-        context.guard()?;
-        let answer = context
-            .kernel()
-            .complete_step(
-                context.id(),
-                &self.id,
-                context.lease(),
-                &record.to_value(),
-                &Captures::default(),
-            )
+        self.context.guard()?;
+        let captures = Captures::default();
+        self.context
+            .record_success(&self.id, &record.to_value(), &captures)
             .await
-            .map_err(|e| context.note(e))?;
-        match answer.decision {
-            Decision::ExecutionTerminal => Err(context.note(Error::terminated())),
-            _ => Ok(()),
-        }
     }
 
-    /// Fails the step with `{"message"}` (see [`describe`]). Only control flow is
+    /// Fails the step with `{"message"}` (see [`error_chain`](crate::error::error_chain)). Only control flow is
     /// reported; other errors are logged, since the caller is already handling the failure
     /// that caused this.
     pub(super) async fn fail(&self, message: String) -> Result<()> {
-        let context = &self.context;
-        context.guard()?;
-        let error = serde_json::json!({ "message": message });
-        let answer = context
-            .kernel()
-            .fail_step(
-                context.id(),
-                &self.id,
-                context.lease(),
-                &error,
-                &Captures::default(),
-            )
-            .await;
-        match answer.map_err(|e| context.note(e)) {
-            Err(e) if e.is_control_flow() => Err(e),
-            Err(e) => {
-                tracing::warn!(error = %e, step_id = %self.id, "could not record the LLM call's failure");
-                Ok(())
-            }
-            Ok(_) => Ok(()),
+        let captures = Captures::default();
+        match self
+            .context
+            .record_failure(&self.id, &message, &captures)
+            .await
+        {
+            Some(control_flow) => Err(control_flow),
+            None => Ok(()),
         }
     }
 
@@ -214,7 +168,10 @@ mod tests {
         let inner = std::io::Error::other("connection reset");
         let outer =
             crate::kernel::TransportError::new(crate::kernel::TransportErrorKind::Other, inner);
-        assert_eq!(describe(&outer), "request failed: connection reset");
+        assert_eq!(
+            crate::error::error_chain(&outer),
+            "request failed: connection reset"
+        );
     }
 
     #[test]

@@ -114,7 +114,7 @@ impl Tee {
         Box::pin(async move {
             drop(publishing);
             if let Some(step) = step
-                && let Err(stop) = step.fail(super::step::describe(&*error)).await
+                && let Err(stop) = step.fail(crate::error::error_chain(&*error)).await
             {
                 tracing::debug!(%stop, "failing the LLM call met control flow");
             }
