@@ -44,40 +44,14 @@ impl Client {
         })
     }
 
-    /// `GET path` as a stream of server-sent events: each event's `data:` text is sent on
-    /// `events` until the stream ends or the receiver is dropped. No timeout: a live stream
-    /// stays open as long as the kernel keeps it.
-    pub(crate) async fn follow_events(
-        &self,
-        path: &str,
-        events: tokio::sync::mpsc::UnboundedSender<String>,
-    ) -> Result<(), CliError> {
-        let url = format!("{}{path}", self.base);
-        let http_error = |source| CliError::Http {
-            url: url.clone(),
-            source,
+    /// The SDK's client for the same kernel and token.
+    pub(crate) fn sdk(&self) -> Result<rebuno::Client, CliError> {
+        let builder = rebuno::Client::builder().base_url(self.base.clone());
+        let builder = match &self.token {
+            Some(token) => builder.api_key(token.clone()),
+            None => builder,
         };
-        let mut request = reqwest::Client::new().get(&url);
-        if let Some(token) = &self.token {
-            request = request.header("Authorization", format!("Bearer {token}"));
-        }
-        let mut response = request.send().await.map_err(http_error)?;
-        let mut buffer = String::new();
-        while let Some(chunk) = response.chunk().await.map_err(http_error)? {
-            buffer.push_str(&String::from_utf8_lossy(&chunk));
-            while let Some(end) = buffer.find("\n\n") {
-                let event: String = buffer.drain(..end + 2).collect();
-                let data: Vec<&str> = event
-                    .lines()
-                    .filter_map(|line| line.strip_prefix("data:"))
-                    .map(str::trim_start)
-                    .collect();
-                if !data.is_empty() && events.send(data.join("\n")).is_err() {
-                    return Ok(());
-                }
-            }
-        }
-        Ok(())
+        Ok(builder.build()?)
     }
 
     /// `GET path` → JSON.

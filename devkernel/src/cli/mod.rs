@@ -75,6 +75,9 @@ pub enum CliError {
         /// Envelope `message`.
         message: String,
     },
+    /// The SDK client failed (the live delta stream).
+    #[error("{0}")]
+    Sdk(#[from] rebuno::Error),
     /// Output could not be written.
     #[error("cannot write output: {0}")]
     Io(#[from] std::io::Error),

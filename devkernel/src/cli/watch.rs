@@ -4,7 +4,10 @@
 use std::io::Write;
 use std::time::Duration;
 
+use futures_util::StreamExt;
+use rebuno::StepDelta;
 use serde_json::Value;
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 
 use super::CliError;
 use super::client::Client;
@@ -30,19 +33,16 @@ pub(crate) fn event_line(event: &Value) -> String {
 }
 
 /// One live delta as a terminal line: `~ step-prefix #seq text` (text on one line, cut).
-pub(crate) fn delta_line(data: &str) -> Option<String> {
-    let delta: Value = serde_json::from_str(data).ok()?;
-    let step = delta.get("step_id").and_then(Value::as_str).unwrap_or("?");
-    let seq = delta.get("seq").and_then(Value::as_i64).unwrap_or(0);
-    let text = delta.get("data").and_then(Value::as_str).unwrap_or("");
+pub(crate) fn delta_line(delta: &StepDelta) -> String {
+    let text = &delta.data;
     let flat: String = text.escape_debug().take(DELTA_WIDTH).collect();
     let cut = if text.escape_debug().count() > DELTA_WIDTH {
         "…"
     } else {
         ""
     };
-    let step: String = step.chars().take(12).collect();
-    Some(format!("   ~  delta {step} #{seq:<3} {flat}{cut}"))
+    let step: String = delta.step_id.chars().take(12).collect();
+    format!("   ~  delta {step} #{:<3} {flat}{cut}", delta.seq)
 }
 
 /// How much of a delta's text one line shows.
@@ -55,24 +55,37 @@ pub(crate) async fn follow(
     id: &str,
     out: &mut (dyn Write + Send),
 ) -> Result<bool, CliError> {
-    let (sender, mut deltas) = tokio::sync::mpsc::unbounded_channel();
-    let subscriber = client.clone();
-    let path = format!("/v0/executions/{id}/stream");
-    let stream = tokio::spawn(async move { subscriber.follow_events(&path, sender).await });
+    // Subscribed before the first poll, so no delta of the run is missed.
+    let mut stream = client.sdk()?.stream(id).await?;
+    let (sender, mut deltas) = unbounded_channel();
+    let forward = tokio::spawn(async move {
+        while let Some(next) = stream.next().await {
+            match next {
+                Ok(delta) => {
+                    if sender.send(delta).is_err() {
+                        return;
+                    }
+                }
+                Err(error) => {
+                    // Deltas are best-effort; the event log goes on.
+                    tracing::warn!(%error, "live deltas stopped");
+                    return;
+                }
+            }
+        }
+    });
     let followed = poll_events(client, id, out, &mut deltas).await;
-    stream.abort();
+    forward.abort();
     followed
 }
 
 /// Prints the deltas received so far.
 fn print_deltas(
-    deltas: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
+    deltas: &mut UnboundedReceiver<StepDelta>,
     out: &mut (dyn Write + Send),
 ) -> Result<(), CliError> {
-    while let Ok(data) = deltas.try_recv() {
-        if let Some(line) = delta_line(&data) {
-            writeln!(out, "{line}")?;
-        }
+    while let Ok(delta) = deltas.try_recv() {
+        writeln!(out, "{}", delta_line(&delta))?;
     }
     Ok(())
 }
@@ -81,7 +94,7 @@ async fn poll_events(
     client: &Client,
     id: &str,
     out: &mut (dyn Write + Send),
-    deltas: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
+    deltas: &mut UnboundedReceiver<StepDelta>,
 ) -> Result<bool, CliError> {
     let mut after = 0u64;
     loop {
@@ -128,10 +141,10 @@ mod tests {
     #[test]
     fn deltas_are_one_short_line() {
         let data = r#"{"step_id":"0123456789abcdef","seq":2,"data":"data: {\"x\":1}\n\n"}"#;
+        let delta: StepDelta = serde_json::from_str(data).unwrap();
         assert_eq!(
-            delta_line(data).as_deref(),
-            Some(r#"   ~  delta 0123456789ab #2   data: {\"x\":1}\n\n"#)
+            delta_line(&delta),
+            r#"   ~  delta 0123456789ab #2   data: {\"x\":1}\n\n"#
         );
-        assert_eq!(delta_line("not json"), None);
     }
 }
