@@ -130,9 +130,13 @@ async fn asker(policy: Option<&str>, gated: bool) -> Asker {
                 if input["hang_first"].as_bool() == Some(true) && context.dispatch_attempt() == 1 {
                     std::future::pending::<()>().await;
                 }
-                return Ok(json!({ "swallowed": format!("{answer:?}") }));
+                let status = answer.as_ref().ok().map(|a| a["status"].clone());
+                return Ok(json!({ "swallowed": format!("{answer:?}"), "status": status }));
             }
             let answer = answer?;
+            if input["then_step"].as_bool() == Some(true) {
+                rebuno::step("after", || async { Ok::<_, std::convert::Infallible>(1) }).await?;
+            }
             if input["hang_first"].as_bool() == Some(true) && context.dispatch_attempt() == 1 {
                 std::future::pending::<()>().await;
             }
@@ -251,19 +255,29 @@ async fn a_streamed_call_is_teed_live_recorded_whole_and_replayed_as_a_stream() 
     stub.set_reply("héllo wörld ☕ ".repeat(300));
     stub.split_utf8(true);
     stub.set_chunk_chars(2200);
-    stub.set_chunk_delay(Duration::from_millis(60));
+    stub.set_chunk_delay(Duration::from_millis(150));
     let asker = asker(None, true).await;
     let id = asker
         .create(json!({ "url": stub.chat_url(), "stream": true, "hang_first": true }))
         .await;
     let mut deltas = asker.client().stream(&id.to_string()).await.unwrap();
     asker.gate.add_permits(1);
+    let first = tokio::time::timeout(WAIT, deltas.next())
+        .await
+        .expect("a first delta")
+        .unwrap()
+        .unwrap();
+    let so_far = types(&asker.kernel.events(id));
+    assert!(
+        !so_far.contains(&"step.succeeded".to_owned()),
+        "a delta arrived while the provider was still streaming: {so_far:?}"
+    );
     asker.wait_event(id, "step.succeeded").await;
     let record = asker.llm_step(id)["result"].clone();
     let body = record["body"].as_str().unwrap().to_owned();
 
-    let mut live = Vec::new();
-    let mut text = String::new();
+    let mut text = first.data.clone();
+    let mut live = vec![first];
     while text.len() < body.len() {
         let delta = tokio::time::timeout(WAIT, deltas.next())
             .await
@@ -330,7 +344,7 @@ async fn a_body_dropped_early_records_what_arrived_before_the_next_step() {
     let asker = asker(None, false).await;
 
     let id = asker
-        .create(json!({ "url": stub.chat_url(), "stream": true, "read": "first_chunk" }))
+        .create(json!({ "url": stub.chat_url(), "stream": true, "read": "first_chunk", "then_step": true }))
         .await;
     let done = asker.kernel.wait_terminal(id, WAIT).await.unwrap();
 
@@ -341,6 +355,18 @@ async fn a_body_dropped_early_records_what_arrived_before_the_next_step() {
     assert_eq!(
         record["body"], first,
         "a truncated answer is recorded as a success"
+    );
+    let events = asker.kernel.events(id);
+    let seq_of = |kind: &str, target: &str| {
+        events
+            .iter()
+            .find(|e| e.kind == kind && e.payload["target"] == target)
+            .map(|e| e.event_seq)
+            .unwrap_or_else(|| panic!("no {kind} for {target}: {:?}", types(&events)))
+    };
+    assert!(
+        seq_of("step.succeeded", "gpt-test") < seq_of("step.proposed", "after"),
+        "the dropped call was recorded before the next step began"
     );
     asker.served.shutdown().await;
 }
@@ -462,27 +488,20 @@ async fn an_approval_gated_call_swallowed_by_the_handler_still_blocks_then_runs_
     let id = asker
         .create(json!({ "url": stub.chat_url(), "swallow": true }))
         .await;
-    let blocked = asker
+    asker
         .kernel
         .wait_until(id, WAIT, |s| s == ExecutionStatus::Blocked)
         .await
-        .unwrap();
-    assert_eq!(
-        blocked.status,
-        ExecutionStatus::Blocked,
-        "the swallowed refusal still counted"
-    );
+        .expect("the swallowed refusal still blocked the execution");
     assert_eq!(stub.hits(), 0);
     let approval = asker.kernel.approvals().pop().unwrap();
     asker.kernel.grant(approval.id).unwrap();
     let done = asker.kernel.wait_terminal(id, WAIT).await.unwrap();
 
     assert_eq!(done.status, ExecutionStatus::Completed);
-    assert!(
-        done.output.unwrap()["swallowed"]
-            .as_str()
-            .unwrap()
-            .contains("200"),
+    assert_eq!(
+        done.output.unwrap()["status"],
+        200,
         "after the grant the call went through"
     );
     assert_eq!(
