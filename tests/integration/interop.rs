@@ -1474,6 +1474,7 @@ async fn rust_llm_call(input: Value) -> Result<Value, rebuno::HandlerError> {
         "raw": raw,
         "status": status,
         "content_type": content_type,
+        "sdk": "rust",
     }))
 }
 
@@ -1565,6 +1566,7 @@ async fn an_llm_call_recorded_by_python_replays_byte_for_byte_in_rust_and_back()
             h.rust_agent = Some(h.serve_rust_llm_agent().await);
         })
         .await;
+        assert_eq!(output["sdk"], "rust", "the Rust agent replayed");
         assert_eq!(
             output["raw"], record["body"],
             "python → rust, stream={streamed}"
@@ -1577,6 +1579,7 @@ async fn an_llm_call_recorded_by_python_replays_byte_for_byte_in_rust_and_back()
             h.serve("llm_agent", "interop-llm", None).await;
         })
         .await;
+        assert_eq!(output["sdk"], "python", "the Python agent replayed");
         assert_eq!(
             output["raw"], record["body"],
             "rust → python, stream={streamed}"

@@ -62,6 +62,7 @@ async def handle(url: str, stream: bool = False, prompt: str = "hi", hang: bool 
         "raw": raw,
         "status": status,
         "content_type": content_type,
+        "sdk": "python",
     }
 
 
