@@ -6,8 +6,8 @@
 
 use crate::support;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rebuno::{Agent, HandlerError, step};
@@ -140,17 +140,27 @@ async fn a_redelivery_to_the_same_process_while_a_step_runs_supersedes_the_old_r
     let _trace = trace_init();
     let kernel = DevKernel::start().await.expect("kernel");
     let agent = agent(&kernel, "racer");
-    agent.bind(move |_: Value| async move {
-        let attempt = rebuno::execution()?.dispatch_attempt();
-        step("before", || async { Ok::<_, HandlerError>(1) }).await?;
-        step("slow", move || async move {
+    // What the first attempt's `slow` step returned, if the run got that far.
+    let old_outcome = Arc::new(Mutex::new(None::<Result<i32, rebuno::ErrorKind>>));
+    let seen = Arc::clone(&old_outcome);
+    agent.bind(move |_: Value| {
+        let seen = Arc::clone(&seen);
+        async move {
+            let attempt = rebuno::execution()?.dispatch_attempt();
+            step("before", || async { Ok::<_, HandlerError>(1) }).await?;
+            let slow = step("slow", move || async move {
+                if attempt == 1 {
+                    tokio::time::sleep(Duration::from_millis(400)).await;
+                }
+                Ok::<_, HandlerError>(2)
+            })
+            .await;
             if attempt == 1 {
-                tokio::time::sleep(Duration::from_millis(400)).await;
+                *seen.lock().unwrap() = Some(slow.as_ref().map(|n| *n).map_err(|e| e.kind()));
             }
-            Ok::<_, HandlerError>(2)
-        })
-        .await?;
-        Ok::<_, HandlerError>(json!({ "attempt": attempt }))
+            slow?;
+            Ok::<_, HandlerError>(json!({ "attempt": attempt }))
+        }
     });
     let served = serve(agent).await;
     kernel
@@ -176,5 +186,20 @@ async fn a_redelivery_to_the_same_process_while_a_step_runs_supersedes_the_old_r
         .filter(|e| e.kind == "step.succeeded")
         .count();
     assert_eq!(succeeded, 2, "each step settled once");
+
+    // Past the old attempt's 400 ms step: it was cancelled, or told it was superseded, and
+    // recorded nothing more.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let old = *old_outcome.lock().unwrap();
+    assert!(
+        matches!(old, None | Some(Err(rebuno::ErrorKind::LeaseSuperseded))),
+        "the superseded attempt's step returned {old:?}"
+    );
+    let succeeded_later = kernel
+        .events(created.id)
+        .iter()
+        .filter(|e| e.kind == "step.succeeded")
+        .count();
+    assert_eq!(succeeded_later, 2, "the old attempt wrote nothing after");
     served.shutdown().await;
 }
