@@ -139,21 +139,32 @@ async fn idle_keep_alive_connections_are_closed_after_the_idle_timeout() {
     tokio::spawn(server.into_future());
 
     let mut connection = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    connection
-        .write_all(b"GET /healthz HTTP/1.1\r\nhost: agent\r\n\r\n")
-        .await
-        .expect("request");
     let mut answer = vec![0; 1024];
-    let n = connection.read(&mut answer).await.expect("response");
-    assert!(
-        answer[..n].starts_with(b"HTTP/1.1 200"),
-        "{:?}",
-        String::from_utf8_lossy(&answer[..n])
-    );
+    // Two requests on one connection, the second after a pause shorter than the timeout: the
+    // connection is kept alive while it is in use.
+    for pause in [Duration::ZERO, Duration::from_millis(100)] {
+        tokio::time::sleep(pause).await;
+        connection
+            .write_all(b"GET /healthz HTTP/1.1\r\nhost: agent\r\n\r\n")
+            .await
+            .expect("request");
+        let n = connection.read(&mut answer).await.expect("response");
+        assert!(
+            answer[..n].starts_with(b"HTTP/1.1 200"),
+            "{:?}",
+            String::from_utf8_lossy(&answer[..n])
+        );
+    }
+    let answered = std::time::Instant::now();
 
-    // Kept alive, then closed by the server once idle for longer than the timeout.
+    // Then closed by the server once idle for longer than the timeout, and not before it.
     let closed = tokio::time::timeout(Duration::from_secs(5), connection.read(&mut answer))
         .await
         .expect("the server closed the idle connection in time");
     assert_eq!(closed.expect("read"), 0, "EOF from the server");
+    let idle = answered.elapsed();
+    assert!(
+        idle >= Duration::from_millis(250),
+        "closed after {idle:?} idle, before the 300 ms timeout"
+    );
 }
