@@ -633,46 +633,6 @@ fn llm_record(stack: &Stack, execution: &Execution) -> Value {
     step.result.clone().expect("the answer is recorded")
 }
 
-/// What the stub answers the first chat request with the default reply, byte for byte: the
-/// `chat.completion` object, or its `chat.completion.chunk` events and `[DONE]`. Built the way
-/// `tests/integration/support/llm_stub.rs` builds it (same fields in the same order).
-fn stub_answer(stream: bool) -> String {
-    let reply = llm_stub::DEFAULT_REPLY;
-    let (id, created, model) = ("chatcmpl-stub-1", 1_700_000_000_u64, "gpt-test");
-    let words = reply.split_whitespace().count();
-    if !stream {
-        let usage =
-            json!({ "prompt_tokens": 12, "completion_tokens": words, "total_tokens": 12 + words });
-        return json!({
-            "id": id, "object": "chat.completion", "created": created, "model": model,
-            "choices": [{
-                "index": 0,
-                "message": { "role": "assistant", "content": reply },
-                "finish_reason": "stop",
-            }],
-            "usage": usage,
-        })
-        .to_string();
-    }
-    let event = |delta: Value, finish: Value| {
-        let chunk = json!({
-            "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
-            "choices": [{ "index": 0, "delta": delta, "finish_reason": finish }],
-        });
-        format!("data: {chunk}\n\n")
-    };
-    let chars: Vec<char> = reply.chars().collect();
-    let size = chars.len().div_ceil(16).max(5);
-    let mut body = event(json!({ "role": "assistant", "content": "" }), Value::Null);
-    for piece in chars.chunks(size) {
-        let piece: String = piece.iter().collect();
-        body.push_str(&event(json!({ "content": piece }), Value::Null));
-    }
-    body.push_str(&event(json!({}), json!("stop")));
-    body.push_str("data: [DONE]\n\n");
-    body
-}
-
 /// The example's durable LLM call: `{"llm_url", "stream"}` in, one provider request, one
 /// `llm_call` step recording the whole answer before the sandbox freezes; then a fork of the
 /// execution at that step, run as a new invocation, replays the record without a new request.
@@ -694,10 +654,7 @@ async fn the_example_makes_one_durable_llm_call(stack: &Stack, agent_id: &str, s
     });
     assert_eq!(stub.requests(), [prompt], "the request the example posted");
 
-    let answer = stub_answer(stream);
-    if stream {
-        assert!(answer.ends_with("data: [DONE]\n\n"), "{answer}");
-    }
+    let answer = llm_stub::default_answer(1, stream);
     let content_type = if stream {
         "text/event-stream"
     } else {

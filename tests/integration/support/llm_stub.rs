@@ -178,6 +178,17 @@ struct Answer {
 }
 
 impl Answer {
+    /// The answer to the `n`th chat request, for `model`, saying `reply`.
+    fn new(n: usize, model: &str, reply: String) -> Self {
+        let words = reply.split_whitespace().count().max(1);
+        Self {
+            id: format!("chatcmpl-stub-{n}"),
+            model: model.to_owned(),
+            usage: json!({ "prompt_tokens": 12, "completion_tokens": words, "total_tokens": 12 + words }),
+            reply,
+        }
+    }
+
     fn event(&self, choices: Value, usage: Option<&Value>) -> String {
         let mut event = json!({
             "id": self.id, "object": "chat.completion.chunk", "created": CREATED,
@@ -225,6 +236,17 @@ impl Answer {
     }
 }
 
+/// The body a stub with the default settings sends for its `n`th chat request to model
+/// `gpt-test`: the `chat.completion` object, or (`stream`) its events and `[DONE]` joined.
+pub fn default_answer(n: usize, stream: bool) -> String {
+    let answer = Answer::new(n, "gpt-test", DEFAULT_REPLY.to_owned());
+    if stream {
+        answer.events(None, false).concat()
+    } else {
+        answer.completion().to_string()
+    }
+}
+
 /// The fixed `created` timestamp of every answer (bodies stay reproducible).
 const CREATED: u64 = 1_700_000_000;
 
@@ -256,13 +278,7 @@ async fn handle(state: &State, request: http::Request<Incoming>) -> http::Respon
         Some(Fault::CloseMidStream { after_chunks }) => close_after = Some(after_chunks),
         None => {}
     }
-    let words = reply.split_whitespace().count().max(1);
-    let answer = Answer {
-        id: format!("chatcmpl-stub-{n}"),
-        model: body["model"].as_str().unwrap_or("gpt-test").to_owned(),
-        usage: json!({ "prompt_tokens": 12, "completion_tokens": words, "total_tokens": 12 + words }),
-        reply,
-    };
+    let answer = Answer::new(n, body["model"].as_str().unwrap_or("gpt-test"), reply);
     let streamed = body["stream"] == Value::Bool(true);
     let frames: Vec<Bytes> = if streamed {
         let include_usage = body["stream_options"]["include_usage"] == Value::Bool(true);
