@@ -86,7 +86,7 @@ use tower_service::Service;
 use crate::context::{ExecutionContext, current};
 use crate::error::{BoxError, Error};
 use crate::kernel::ByteStream;
-use crate::llm::{LlmBody, durable_call};
+use crate::llm::{LlmBody, durable_call, oneshot};
 use crate::rt::BoxFuture;
 
 /// An async-openai client whose calls are durable: requests go out through a new
@@ -230,10 +230,10 @@ where
     S::Error: Into<OpenAIError>,
 {
     if context.is_none() {
-        return oneshot(inner, factory).await;
+        return oneshot(inner, factory).await.map_err(Into::into);
     }
     let Some(request) = to_http(factory.build().await?)? else {
-        return oneshot(inner, factory).await;
+        return oneshot(inner, factory).await.map_err(Into::into);
     };
     // `durable_call` hands `send` this same request unchanged. The inner service gets
     // async-openai's own factory instead of one rebuilt from it: a retry layer inside needs a
@@ -245,18 +245,6 @@ where
     Ok(to_reqwest(response))
 }
 
-/// Calls `service` once, readiness first.
-async fn oneshot<S>(mut service: S, factory: HttpRequestFactory) -> Result<S::Response, OpenAIError>
-where
-    S: Service<HttpRequestFactory>,
-    S::Error: Into<OpenAIError>,
-{
-    std::future::poll_fn(|cx| service.poll_ready(cx))
-        .await
-        .map_err(Into::into)?;
-    service.call(factory).await.map_err(Into::into)
-}
-
 /// The provider side of `durable_call`: the inner service's answer as a byte stream.
 async fn upstream<S>(
     inner: S,
@@ -266,7 +254,9 @@ where
     S: Service<HttpRequestFactory, Response = reqwest::Response>,
     S::Error: Into<OpenAIError>,
 {
-    let response = oneshot(inner, factory).await.map_err(BoxError::from)?;
+    let response = oneshot(inner, factory)
+        .await
+        .map_err(|e| BoxError::from(e.into()))?;
     Ok(from_reqwest(response))
 }
 

@@ -69,7 +69,7 @@ impl Client {
             .transport
             .send_streaming(request, SUBSCRIPTION_LIMIT)
             .await
-            .map_err(|e| Error::new(ErrorKind::Network, e.to_string()).with_source(e))?;
+            .map_err(crate::kernel::network_error)?;
         if !response.status().is_success() {
             let status = response.status();
             let body = DeltaStream::drain(response.into_body()).await;

@@ -57,11 +57,15 @@ impl Exchange {
     }
 }
 
+/// A kernel request that got no answer.
+pub(crate) fn network_error(error: TransportError) -> Error {
+    Error::new(ErrorKind::Network, error.to_string()).with_source(error)
+}
+
 fn finish(
     outcome: std::result::Result<http::Response<Bytes>, TransportError>,
 ) -> Result<http::Response<Bytes>> {
-    let response =
-        outcome.map_err(|e| Error::new(ErrorKind::Network, e.to_string()).with_source(e))?;
+    let response = outcome.map_err(network_error)?;
     if response.status().as_u16() >= 300 {
         return Err(error_from_response(response.status(), response.body()));
     }

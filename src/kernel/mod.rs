@@ -16,7 +16,7 @@ use bytes::Bytes;
 use http::{HeaderValue, Method, StatusCode};
 
 pub(crate) use self::base_url::{BaseUrl, encode_segment};
-pub(crate) use self::exchange::Exchange;
+pub(crate) use self::exchange::{Exchange, network_error};
 pub use self::lease::Lease;
 #[cfg(feature = "reqwest")]
 pub use self::reqwest::ReqwestTransport;

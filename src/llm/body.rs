@@ -27,8 +27,8 @@ pub struct LlmBody {
     kind: Kind,
 }
 
+/// A body held in memory comes out in chunks of at most `size` bytes (`usize::MAX`: whole).
 enum Kind {
-    Full(Option<Bytes>),
     Chunked { rest: Bytes, size: usize },
     Stream(ByteStream),
 }
@@ -36,9 +36,7 @@ enum Kind {
 impl LlmBody {
     /// A body of `bytes`, in one chunk.
     pub fn full(bytes: Bytes) -> Self {
-        Self {
-            kind: Kind::Full(Some(bytes).filter(|b| !b.is_empty())),
-        }
+        Self::chunked(bytes, usize::MAX)
     }
 
     /// `bytes` served in chunks of at most `size` bytes (at least one).
@@ -88,14 +86,13 @@ impl LlmBody {
     pub fn into_stream(self) -> ByteStream {
         match self.kind {
             Kind::Stream(stream) => stream,
-            other => Box::pin(Self { kind: other }),
+            chunked @ Kind::Chunked { .. } => Box::pin(Self { kind: chunked }),
         }
     }
 
     /// The bytes of a body that is already whole.
     fn take_full(&mut self) -> Option<Bytes> {
         match &mut self.kind {
-            Kind::Full(bytes) => Some(bytes.take().unwrap_or_default()),
             Kind::Chunked { rest, .. } => Some(std::mem::take(rest)),
             Kind::Stream(_) => None,
         }
@@ -112,7 +109,6 @@ impl Stream for LlmBody {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         match &mut self.kind {
-            Kind::Full(bytes) => Poll::Ready(bytes.take().map(Ok)),
             Kind::Chunked { rest, size } => {
                 if rest.is_empty() {
                     return Poll::Ready(None);
@@ -139,7 +135,6 @@ impl Body for LlmBody {
 
     fn is_end_stream(&self) -> bool {
         match &self.kind {
-            Kind::Full(bytes) => bytes.is_none(),
             Kind::Chunked { rest, .. } => rest.is_empty(),
             Kind::Stream(_) => false,
         }
@@ -147,7 +142,6 @@ impl Body for LlmBody {
 
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
-            Kind::Full(bytes) => SizeHint::with_exact(bytes.as_ref().map_or(0, |b| b.len() as u64)),
             Kind::Chunked { rest, .. } => SizeHint::with_exact(rest.len() as u64),
             Kind::Stream(_) => SizeHint::default(),
         }
@@ -157,8 +151,7 @@ impl Body for LlmBody {
 impl fmt::Debug for LlmBody {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let kind = match &self.kind {
-            Kind::Full(_) => "full",
-            Kind::Chunked { .. } => "chunked",
+            Kind::Chunked { .. } => "in memory",
             Kind::Stream(_) => "stream",
         };
         f.debug_struct("LlmBody").field("kind", &kind).finish()
@@ -177,5 +170,17 @@ mod tests {
             .collect()
             .await;
         assert_eq!(sizes, [4096, 4096, 1808]);
+    }
+
+    #[tokio::test]
+    async fn full_bodies_come_whole_and_empty_ones_end_at_once() {
+        let sizes: Vec<usize> = LlmBody::full(Bytes::from(vec![b'a'; 10_000]))
+            .map(|c| c.map(|c| c.len()).unwrap_or(0))
+            .collect()
+            .await;
+        assert_eq!(sizes, [10_000]);
+        let empty = LlmBody::full(Bytes::new());
+        assert!(empty.is_end_stream());
+        assert_eq!(empty.collect::<Vec<_>>().await.len(), 0);
     }
 }

@@ -59,12 +59,14 @@ mod step;
 mod tee;
 
 pub use self::body::LlmBody;
+pub use self::service::{DEFAULT_TIMEOUT, DurableLlm, DurableLlmLayer, TransportService};
 #[cfg(any(
     feature = "rig",
     all(feature = "async-openai", not(target_arch = "wasm32"))
 ))]
 pub(crate) use self::service::durable_call;
-pub use self::service::{DEFAULT_TIMEOUT, DurableLlm, DurableLlmLayer, TransportService};
+#[cfg(all(feature = "async-openai", not(target_arch = "wasm32")))]
+pub(crate) use self::service::oneshot;
 
 /// Sends one provider request durably, the Rust `rebunoFetch`: inside an execution it is an
 /// `llm_call` step; outside one it is a plain request.

@@ -87,9 +87,7 @@ impl<S> DurableLlm<S> {
         Self: Service<http::Request<Bytes>, Response = http::Response<LlmBody>, Error = Error>
             + Clone,
     {
-        let mut service = self.clone();
-        std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
-        service.call(request).await
+        oneshot(self.clone(), request).await
     }
 }
 
@@ -166,7 +164,7 @@ where
 
 /// Calls a tower service and returns its answer with the body as a byte stream.
 async fn upstream<S, B>(
-    mut service: S,
+    service: S,
     request: http::Request<Bytes>,
 ) -> std::result::Result<http::Response<ByteStream>, BoxError>
 where
@@ -175,11 +173,20 @@ where
     B: http_body::Body<Data = Bytes> + MaybeSend + 'static,
     B::Error: Into<BoxError>,
 {
-    std::future::poll_fn(|cx| service.poll_ready(cx))
-        .await
-        .map_err(Into::into)?;
-    let response = service.call(request).await.map_err(Into::into)?;
+    let response = oneshot(service, request).await.map_err(Into::into)?;
     Ok(response.map(|body| Box::pin(BodyDataStream::new(body).map_err(Into::into)) as ByteStream))
+}
+
+/// Calls `service` once, when it is ready.
+pub(crate) async fn oneshot<S, R>(
+    mut service: S,
+    request: R,
+) -> std::result::Result<S::Response, S::Error>
+where
+    S: Service<R>,
+{
+    std::future::poll_fn(|cx| service.poll_ready(cx)).await?;
+    service.call(request).await
 }
 
 /// One provider request through the execution (see the module docs for the rules): the shared
