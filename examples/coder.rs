@@ -19,23 +19,24 @@ mod common;
 #[path = "common/model.rs"]
 mod model;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use model::Reply;
 use rebuno::resource::drivers::{DirectoryWorkspace, Workspace};
 use rebuno::resource::{Checkpoints, resource};
-use rebuno::{Client, HandlerError, Tool, define_tool};
+use rebuno::{Client, DynTool, HandlerError, Tool, define_tool};
 use rebuno_devkernel::{CreateExecution, DevKernel};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 struct WriteFile {
     path: String,
     content: String,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 struct ReadFile {
     path: String,
 }
@@ -78,9 +79,15 @@ fn script(n: usize) -> Reply {
 struct Model(model::Endpoint);
 
 impl Model {
-    /// One chat completion: a durable `llm_call` step. Returns the assistant message.
-    async fn complete(&self, messages: &[Value]) -> Result<Value, HandlerError> {
-        let body = json!({ "model": self.0.name, "messages": messages, "tools": tool_specs() });
+    /// One chat completion offering `tools`: a durable `llm_call` step. Returns the assistant
+    /// message.
+    async fn complete(
+        &self,
+        messages: &[Value],
+        tools: &[Arc<dyn DynTool>],
+    ) -> Result<Value, HandlerError> {
+        let body =
+            json!({ "model": self.0.name, "messages": messages, "tools": function_specs(tools) });
         let mut request = http::Request::post(format!("{}/chat/completions", self.0.base_url))
             .header(http::header::CONTENT_TYPE, "application/json");
         if let Some(key) = &self.0.api_key {
@@ -97,22 +104,15 @@ impl Model {
     }
 }
 
-/// The tools as the model sees them (OpenAI function-calling format).
-fn tool_specs() -> Value {
-    let file = |name: &str, description: &str, content: bool| {
-        let mut properties = json!({ "path": { "type": "string" } });
-        let mut required = vec!["path"];
-        if content {
-            properties["content"] = json!({ "type": "string" });
-            required.push("content");
-        }
-        json!({ "type": "function", "function": { "name": name, "description": description,
-            "parameters": { "type": "object", "properties": properties, "required": required } } })
-    };
-    json!([
-        file("write_file", "Write a file in the workspace.", true),
-        file("read_file", "Read a file from the workspace.", false),
-    ])
+/// The tools as the model sees them (OpenAI function calling), from their own specs.
+fn function_specs(tools: &[Arc<dyn DynTool>]) -> Value {
+    let functions = tools.iter().map(|tool| {
+        let spec = tool.spec();
+        json!({ "type": "function", "function": {
+            "name": spec.name, "description": spec.description, "parameters": spec.input_schema,
+        } })
+    });
+    Value::Array(functions.collect())
 }
 
 /// The `write_file` tool: it changes the workspace, so it declares it.
@@ -120,6 +120,7 @@ fn write_file(workspace: &Workspace) -> Tool<WriteFile, String> {
     let workspace = workspace.clone();
     define_tool("write_file")
         .description("Write a file in the workspace.")
+        .input_schema_for::<WriteFile>()
         .resources(["workspace"])
         .execute(move |args: WriteFile| {
             let workspace = workspace.clone();
@@ -135,6 +136,7 @@ fn read_file(workspace: &Workspace) -> Tool<ReadFile, String> {
     let workspace = workspace.clone();
     define_tool("read_file")
         .description("Read a file from the workspace.")
+        .input_schema_for::<ReadFile>()
         .execute(move |args: ReadFile| {
             let workspace = workspace.clone();
             async move { Ok::<_, HandlerError>(workspace.read_to_string(&args.path)?) }
@@ -149,14 +151,17 @@ async fn coder(
 ) -> Result<Value, HandlerError> {
     let workspace = resource("workspace", driver, Checkpoints::every(5)).await?;
     let restored = workspace.list()?; // empty on a first run; a fork's restored files
-    let (write, read) = (write_file(&workspace), read_file(&workspace));
+    let tools = [
+        write_file(&workspace).into_dyn(),
+        read_file(&workspace).into_dyn(),
+    ];
     let mut messages = vec![
         json!({ "role": "system", "content": "You write code with the tools you have. Answer briefly when done." }),
         json!({ "role": "user", "content": task }),
     ];
     let mut transcript = Vec::new();
     for _ in 0..MAX_TURNS {
-        let message = model.complete(&messages).await?;
+        let message = model.complete(&messages, &tools).await?;
         messages.push(message.clone());
         let Some(calls) = message["tool_calls"].as_array().filter(|c| !c.is_empty()) else {
             transcript.push(message["content"].as_str().unwrap_or_default().to_owned());
@@ -164,10 +169,14 @@ async fn coder(
         };
         for call in calls {
             let arguments = call["function"]["arguments"].as_str().unwrap_or("{}");
-            let observation = match call["function"]["name"].as_str() {
-                Some("write_file") => write.call(serde_json::from_str(arguments)?).await?,
-                Some("read_file") => read.call(serde_json::from_str(arguments)?).await?,
-                other => format!("no tool named {other:?}"),
+            let name = call["function"]["name"].as_str().unwrap_or_default();
+            // A policy denial comes back as text the model can read, not as a failed run.
+            let observation = match tools.iter().find(|tool| tool.spec().name == name) {
+                Some(tool) => match tool.call_json(serde_json::from_str(arguments)?).await? {
+                    Value::String(text) => text,
+                    other => other.to_string(),
+                },
+                None => format!("no tool named {name:?}"),
             };
             transcript.push(observation.clone());
             messages.push(
