@@ -59,7 +59,6 @@ mod step;
 mod tee;
 
 pub use self::body::LlmBody;
-pub use self::service::{DEFAULT_TIMEOUT, DurableLlm, DurableLlmLayer, TransportService};
 #[cfg(any(
     feature = "rig",
     all(feature = "async-openai", not(target_arch = "wasm32"))
@@ -67,6 +66,7 @@ pub use self::service::{DEFAULT_TIMEOUT, DurableLlm, DurableLlmLayer, TransportS
 pub(crate) use self::service::durable_call;
 #[cfg(all(feature = "async-openai", not(target_arch = "wasm32")))]
 pub(crate) use self::service::oneshot;
+pub use self::service::{DEFAULT_TIMEOUT, DurableLlm, DurableLlmLayer, TransportService};
 
 /// Sends one provider request durably, the Rust `rebunoFetch`: inside an execution it is an
 /// `llm_call` step; outside one it is a plain request.
