@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{Agent, Config, Inner};
+use super::{Agent, Config, Inner, Secrets};
 use crate::Secret;
 use crate::config;
 use crate::error::{Error, ErrorKind, Result};
@@ -26,6 +26,7 @@ use crate::rt::Runtime;
 pub struct AgentBuilder {
     agent_id: String,
     secret: Option<Secret>,
+    previous_secret: Option<Secret>,
     base_url: Option<String>,
     webhook_path: String,
     kernel_timeout: Duration,
@@ -41,6 +42,7 @@ impl AgentBuilder {
         Self {
             agent_id,
             secret: None,
+            previous_secret: None,
             base_url: None,
             webhook_path: "/webhook".to_owned(),
             kernel_timeout: config::DEFAULT_TIMEOUT,
@@ -55,6 +57,27 @@ impl AgentBuilder {
     /// The HMAC secret shared with the kernel. Defaults to `REBUNO_AGENT_SECRET`.
     pub fn secret(mut self, secret: impl Into<Secret>) -> Self {
         self.secret = Some(secret.into());
+        self
+    }
+
+    /// The secret before a rotation, still accepted on incoming webhooks but never used to
+    /// sign. Defaults to `REBUNO_AGENT_SECRET_PREVIOUS`.
+    ///
+    /// Rotating without downtime: make the kernel accept the new secret beside the old one,
+    /// deploy the agent with `secret(new)` and `previous_secret(old)`, switch the kernel to
+    /// signing with the new one, then drop the previous secret on both sides. Webhooks signed
+    /// with either secret are accepted throughout; the agent's own requests carry the new one.
+    ///
+    /// ```no_run
+    /// let agent = rebuno::Agent::builder("hello")
+    ///     .secret("new-secret")
+    ///     .previous_secret("old-secret")
+    ///     .base_url("http://127.0.0.1:8080")
+    ///     .build()?;
+    /// # Ok::<(), rebuno::Error>(())
+    /// ```
+    pub fn previous_secret(mut self, secret: impl Into<Secret>) -> Self {
+        self.previous_secret = Some(secret.into());
         self
     }
 
@@ -151,6 +174,10 @@ impl AgentBuilder {
         );
         let runtime = config::runtime(self.runtime, &mut problems);
         let transport = config::transport(self.transport, &mut problems);
+        let previous_secret = self
+            .previous_secret
+            .or_else(|| config::env("REBUNO_AGENT_SECRET_PREVIOUS").map(Secret::new))
+            .filter(|s| !s.is_empty());
         match (secret, base, runtime, transport) {
             (Some(secret), Some(base), Some(runtime), Some(transport)) if problems.is_empty() => {
                 let config = Config {
@@ -169,8 +196,12 @@ impl AgentBuilder {
                     runtime.clone(),
                     self.kernel_timeout,
                 );
+                let secrets = Secrets {
+                    current: secret,
+                    previous: previous_secret,
+                };
                 Ok(Agent {
-                    inner: Arc::new(Inner::new(config, secret, kernel, runtime)),
+                    inner: Arc::new(Inner::new(config, secrets, kernel, runtime)),
                 })
             }
             _ => Err(Error::new(

@@ -5,9 +5,10 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::future::Abortable;
+use futures_util::FutureExt;
+use futures_util::future::{Abortable, Either, select};
 use http::{Method, StatusCode};
-use http_body_util::{BodyExt, Limited};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 use serde_json::json;
 use tracing::Instrument;
 
@@ -22,8 +23,16 @@ use crate::rt::{Deadline, MaybeSend, Task};
 use crate::signing::verify_webhook;
 use crate::wire::WebhookPayload;
 
-/// The largest webhook body accepted; real ones are about 200 bytes.
+/// The largest webhook body accepted (`413` past it); real ones are about 200 bytes.
 const MAX_WEBHOOK_BODY: usize = 64 * 1024;
+
+/// How long a webhook body may take to arrive (`408` past it), so a client trickling bytes
+/// cannot hold a request open.
+const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The shortest lease accepted. The kernel floors leases at 10 s; anything under a second
+/// would drive back-to-back heartbeats.
+const MIN_LEASE: Duration = Duration::from_secs(1);
 
 /// The outcome of [`Agent::handle`]: the response to send now, and the run to keep alive after.
 #[derive(Debug)]
@@ -61,8 +70,9 @@ impl Dispatch {
 impl Agent {
     /// Verifies, parses and acknowledges a webhook without spawning anything.
     ///
-    /// A bad or missing signature gets `401`, a malformed payload `400`, a non-POST `405`, a
-    /// webhook before [`bind`](Agent::bind) `503`. Otherwise `200`, with the run in
+    /// A bad or missing signature gets `401`, a malformed payload `400`, a body over 64 KiB
+    /// `413`, a body that takes over 10 s to arrive `408`, a non-POST `405`, a webhook before
+    /// [`bind`](Agent::bind) or after [`close`](Agent::close) `503`. Otherwise `200`, with the run in
     /// [`Dispatch::background`] unless the same attempt is already running.
     pub async fn handle<B>(&self, request: http::Request<B>) -> Dispatch
     where
@@ -98,16 +108,9 @@ impl Agent {
             ));
         }
         let (parts, body) = request.into_parts();
-        let Ok(collected) = Limited::new(body, MAX_WEBHOOK_BODY).collect().await else {
-            return Err(Dispatch::reply(
-                StatusCode::BAD_REQUEST,
-                "validation_error",
-                "unreadable or oversized body",
-            ));
-        };
-        let raw = collected.to_bytes();
+        let raw = self.read_body(body).await?;
         let header = parts.headers.get("Rebuno-Signature").map(|v| v.as_bytes());
-        if verify_webhook(&self.inner.secret, &raw, header).is_err() {
+        if !self.signed_by_us(&raw, header) {
             tracing::warn!(
                 agent_id = self.id(),
                 "webhook refused: bad or missing signature"
@@ -131,6 +134,56 @@ impl Agent {
                 &message,
             )),
         }
+    }
+
+    /// Reads the whole body, at most [`MAX_WEBHOOK_BODY`] bytes within [`BODY_TIMEOUT`]. A body
+    /// that is already complete (Lambda, Workers, a buffered request) never starts a timer.
+    async fn read_body<B>(&self, body: B) -> Result<Bytes, Dispatch>
+    where
+        B: http_body::Body<Data = Bytes> + MaybeSend + 'static,
+        B::Error: Into<BoxError>,
+    {
+        let mut collect = std::pin::pin!(Limited::new(body, MAX_WEBHOOK_BODY).collect());
+        let collected = match (&mut collect).now_or_never() {
+            Some(collected) => collected,
+            None => {
+                let timer = self.inner.runtime.sleep(BODY_TIMEOUT);
+                match select(collect, timer).await {
+                    Either::Left((collected, _)) => collected,
+                    Either::Right(((), _)) => {
+                        return Err(Dispatch::reply(
+                            StatusCode::REQUEST_TIMEOUT,
+                            "request_timeout",
+                            "the webhook body did not arrive within 10 s",
+                        ));
+                    }
+                }
+            }
+        };
+        match collected {
+            Ok(collected) => Ok(collected.to_bytes()),
+            Err(error) if error.is::<LengthLimitError>() => Err(Dispatch::reply(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                "webhook bodies are at most 64 KiB",
+            )),
+            Err(_) => Err(Dispatch::reply(
+                StatusCode::BAD_REQUEST,
+                "validation_error",
+                "unreadable body",
+            )),
+        }
+    }
+
+    /// Whether `header` signs `raw` with the current secret or, during a rotation, the
+    /// previous one.
+    fn signed_by_us(&self, raw: &[u8], header: Option<&[u8]>) -> bool {
+        verify_webhook(&self.inner.secret, raw, header).is_ok()
+            || self
+                .inner
+                .previous_secret
+                .as_ref()
+                .is_some_and(|previous| verify_webhook(previous, raw, header).is_ok())
     }
 
     /// Admits a verified dispatch and builds its background run.
@@ -177,8 +230,16 @@ impl Agent {
             attempt = lease.attempt,
         );
         let agent = self.clone();
+        // Whether the run ends, is superseded or is dropped by its host unfinished, the
+        // registry forgets it: `in_flight`, `join` and `close` never wait on a dropped run.
+        let finished = Finishing {
+            agent: self.clone(),
+            execution_id: ticket.execution_id.clone(),
+            serial: ticket.serial,
+        };
         Task::new(
             async move {
+                let _finished = finished;
                 agent.publish_metadata_once().await;
                 let run = run_dispatch(
                     agent.inner.kernel.clone(),
@@ -190,10 +251,6 @@ impl Agent {
                 if Abortable::new(run, ticket.abort).await.is_err() {
                     tracing::info!("run stopped: superseded by a newer dispatch");
                 }
-                agent
-                    .inner
-                    .registry
-                    .finish(&ticket.execution_id, ticket.serial);
             }
             .instrument(span),
         )
@@ -227,6 +284,22 @@ impl Agent {
     }
 }
 
+/// Hands a run's registry entry back when the run ends or is dropped.
+struct Finishing {
+    agent: Agent,
+    execution_id: String,
+    serial: u64,
+}
+
+impl Drop for Finishing {
+    fn drop(&mut self) {
+        self.agent
+            .inner
+            .registry
+            .finish(&self.execution_id, self.serial);
+    }
+}
+
 /// A webhook whose signature checked out and whose payload parsed.
 #[derive(Debug)]
 pub(super) struct VerifiedWebhook {
@@ -240,6 +313,10 @@ pub(super) struct VerifiedWebhook {
 
 /// Parses the webhook body into its payload and lease.
 fn parse(raw: &[u8]) -> Result<(WebhookPayload, Lease), String> {
+    // serde accepts a JSON array for a struct too; the protocol's payload is an object.
+    if raw.trim_ascii_start().first() != Some(&b'{') {
+        return Err("malformed webhook payload: expected a JSON object".to_owned());
+    }
     let payload: WebhookPayload =
         serde_json::from_slice(raw).map_err(|e| format!("malformed webhook payload: {e}"))?;
     if payload.execution_id.is_empty()
@@ -252,8 +329,8 @@ fn parse(raw: &[u8]) -> Result<(WebhookPayload, Lease), String> {
     }
     let timeout = Duration::try_from_secs_f64(payload.lease_timeout_seconds)
         .ok()
-        .filter(|t| !t.is_zero())
-        .ok_or_else(|| "lease_timeout_seconds must be a positive number".to_owned())?;
+        .filter(|t| *t >= MIN_LEASE)
+        .ok_or_else(|| "lease_timeout_seconds must be a number of at least 1".to_owned())?;
     let lease = Lease {
         dispatch_id: payload.dispatch_id.clone(),
         attempt: payload.dispatch_attempt,

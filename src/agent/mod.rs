@@ -61,12 +61,20 @@ pub struct Agent {
 struct Inner {
     config: Config,
     secret: Secret,
+    /// The secret before a rotation, still accepted on webhooks (never used to sign).
+    previous_secret: Option<Secret>,
     kernel: KernelClient,
     runtime: Runtime,
     handler: RwLock<Option<Arc<dyn ErasedHandler>>>,
     registry: Registry,
     metadata_published: AtomicBool,
     closed: AtomicBool,
+}
+
+/// The webhook secrets: the one the agent signs with, and during a rotation the one before.
+struct Secrets {
+    current: Secret,
+    previous: Option<Secret>,
 }
 
 /// Settings that are not secrets.
@@ -81,10 +89,11 @@ struct Config {
 }
 
 impl Inner {
-    fn new(config: Config, secret: Secret, kernel: KernelClient, runtime: Runtime) -> Self {
+    fn new(config: Config, secrets: Secrets, kernel: KernelClient, runtime: Runtime) -> Self {
         Self {
             config,
-            secret,
+            secret: secrets.current,
+            previous_secret: secrets.previous,
             kernel,
             runtime,
             handler: RwLock::new(None),

@@ -1,7 +1,12 @@
 //! Which dispatch of each execution this agent is running, so re-deliveries neither race nor
 //! repeat.
+//!
+//! Besides the runs in flight it remembers the last finished attempt of recently run
+//! executions, so an attempt delivered twice to this process (a load balancer retrying, a
+//! duplicated delivery arriving after the first run ended) never runs twice here. Across
+//! processes nothing can tell: see "Running more than one replica" in the crate docs.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
 
 use futures_channel::oneshot;
@@ -40,11 +45,49 @@ pub(crate) struct Registry {
     state: Mutex<State>,
 }
 
+/// How many finished executions' last attempts are remembered.
+const FINISHED_CAPACITY: usize = 4096;
+
 #[derive(Debug, Default)]
 struct State {
     running: HashMap<String, Running>,
+    finished: Finished,
     next_serial: u64,
     idle: Vec<oneshot::Sender<()>>,
+}
+
+/// The last finished attempt of each of the most recently finished executions, oldest first
+/// out.
+#[derive(Debug, Default)]
+struct Finished {
+    last: HashMap<String, (String, u64)>,
+    order: VecDeque<String>,
+}
+
+impl Finished {
+    /// Whether `lease` is an attempt of `execution_id` that already ran here, or an older one.
+    fn covers(&self, execution_id: &str, lease: &Lease) -> bool {
+        self.last
+            .get(execution_id)
+            .is_some_and(|(dispatch, attempt)| {
+                *dispatch == lease.dispatch_id && lease.attempt <= *attempt
+            })
+    }
+
+    fn remember(&mut self, execution_id: &str, dispatch_id: String, attempt: u64) {
+        if self
+            .last
+            .insert(execution_id.to_owned(), (dispatch_id, attempt))
+            .is_none()
+        {
+            self.order.push_back(execution_id.to_owned());
+        }
+        while self.order.len() > FINISHED_CAPACITY {
+            if let Some(oldest) = self.order.pop_front() {
+                self.last.remove(&oldest);
+            }
+        }
+    }
 }
 
 impl Registry {
@@ -61,6 +104,13 @@ impl Registry {
                 "superseding the running dispatch"
             );
             running.abort.abort();
+        } else if state.finished.covers(execution_id, lease) {
+            tracing::info!(
+                execution_id,
+                attempt = lease.attempt,
+                "attempt already ran in this process; acknowledging without running it again"
+            );
+            return Admission::Duplicate;
         }
         state.next_serial += 1;
         let serial = state.next_serial;
@@ -79,15 +129,19 @@ impl Registry {
         })
     }
 
-    /// Forgets a finished run, unless a newer one already replaced it.
+    /// Forgets a finished (or dropped) run, unless a newer one already replaced it, and
+    /// remembers its attempt so a repeat of it is not run again.
     pub(crate) fn finish(&self, execution_id: &str, serial: u64) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         if state
             .running
             .get(execution_id)
             .is_some_and(|r| r.serial == serial)
+            && let Some(done) = state.running.remove(execution_id)
         {
-            state.running.remove(execution_id);
+            state
+                .finished
+                .remember(execution_id, done.dispatch_id, done.attempt);
         }
         if state.running.is_empty() {
             for waiter in state.idle.drain(..) {
@@ -177,5 +231,45 @@ mod tests {
             registry.admit("e", &lease("d2", 1)),
             Admission::Run(_)
         ));
+    }
+
+    #[test]
+    fn a_finished_attempt_is_not_run_again_but_a_newer_one_is() {
+        let registry = Registry::default();
+        let Admission::Run(first) = registry.admit("e", &lease("d", 1)) else {
+            panic!("first run")
+        };
+        registry.finish("e", first.serial);
+        assert!(matches!(
+            registry.admit("e", &lease("d", 1)),
+            Admission::Duplicate
+        ));
+        assert!(matches!(
+            registry.admit("e", &lease("d", 2)),
+            Admission::Run(_)
+        ));
+        assert!(matches!(
+            registry.admit("other", &lease("d", 1)),
+            Admission::Run(_)
+        ));
+    }
+
+    #[test]
+    fn finished_attempts_are_remembered_for_a_bounded_number_of_executions() {
+        let registry = Registry::default();
+        for n in 0..=FINISHED_CAPACITY {
+            let id = format!("e{n}");
+            let Admission::Run(ticket) = registry.admit(&id, &lease("d", 1)) else {
+                panic!("run {n}")
+            };
+            registry.finish(&id, ticket.serial);
+        }
+        let state = registry.state.lock().unwrap();
+        assert_eq!(state.finished.last.len(), FINISHED_CAPACITY);
+        assert_eq!(state.finished.order.len(), FINISHED_CAPACITY);
+        assert!(
+            !state.finished.last.contains_key("e0"),
+            "the oldest is forgotten"
+        );
     }
 }

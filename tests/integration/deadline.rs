@@ -6,50 +6,14 @@
 
 use crate::support;
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
-use rebuno::rt::{Clock, Deadline, SystemClock};
-use rebuno::{Agent, HandlerError, step};
+use rebuno::{HandlerError, step};
 use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel};
 use serde_json::{Value, json};
 use support::*;
-
-/// Serves `agent` like a host whose first invocation may only run for `first_budget`.
-async fn serve_with_deadline(agent: Agent, first_budget: Duration) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/webhook", listener.local_addr().unwrap());
-    let invocations = Arc::new(AtomicUsize::new(0));
-    tokio::spawn(async move {
-        loop {
-            let (stream, _) = listener.accept().await.unwrap();
-            let (agent, invocations) = (agent.clone(), Arc::clone(&invocations));
-            let service = hyper::service::service_fn(
-                move |mut request: http::Request<hyper::body::Incoming>| {
-                    let agent = agent.clone();
-                    if invocations.fetch_add(1, Ordering::SeqCst) == 0 {
-                        let budget = u64::try_from(first_budget.as_millis()).unwrap();
-                        let deadline =
-                            Deadline::at_unix_millis(SystemClock::default().unix_millis() + budget)
-                                .margin(Duration::from_millis(100));
-                        request.extensions_mut().insert(deadline);
-                    }
-                    async move { Ok::<_, Infallible>(agent.fetch(request).await) }
-                },
-            );
-            tokio::spawn(async move {
-                auto::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(stream), service)
-                    .await
-            });
-        }
-    });
-    url
-}
 
 #[tokio::test]
 async fn a_run_near_its_deadline_yields_and_the_redelivery_finishes_it() {
@@ -73,7 +37,9 @@ async fn a_run_near_its_deadline_yields_and_the_redelivery_finishes_it() {
             Ok::<_, HandlerError>("stored")
         }
     });
-    let url = serve_with_deadline(agent, Duration::from_millis(800)).await;
+    let url = serve_as_host(agent, Some(Duration::from_millis(800)))
+        .await
+        .url;
     kernel
         .register_agent(AgentSpec::new("stopwatch", url, SECRET))
         .expect("register");

@@ -9,6 +9,7 @@
 mod support;
 
 mod async_openai_client;
+mod background;
 mod coverage;
 mod crash;
 mod deadline;
@@ -26,6 +27,7 @@ mod refusal;
 mod resource;
 mod rig;
 mod rig_llm;
+mod rotation;
 mod session;
 mod subagent;
 mod tools;

@@ -174,3 +174,100 @@ async fn route_checks_a_webhook_and_names_its_execution_without_running_it() {
         }
     }
 }
+
+/// Payloads that are JSON but not the protocol's object, and leases no kernel would send.
+#[tokio::test]
+async fn arrays_and_absurd_leases_get_400() {
+    let agent = rebuno::Agent::builder("strict")
+        .base_url("http://127.0.0.1:9")
+        .secret(SECRET)
+        .build()
+        .unwrap();
+    agent.bind(|_: Value| async { Ok::<_, HandlerError>(()) });
+    for body in [
+        r#"["0192f1a0-0000-7000-8000-000000000000","01920000-0000-7000-8000-000000000001",1,120]"#,
+        &PAYLOAD.replace("120}", "1e-9}"),
+        &PAYLOAD.replace("120}", "0.5}"),
+        &PAYLOAD.replace("120}", "1e300}"),
+    ] {
+        let signed = sign_webhook(&rebuno::Secret::new(SECRET), body.as_bytes());
+        let request = http::Request::post("/webhook")
+            .header("Rebuno-Signature", signed)
+            .body(rebuno::Body::from(body.to_owned()))
+            .unwrap();
+        let dispatch = agent.handle(request).await;
+        assert_eq!(dispatch.response.status(), 400, "{body}");
+        assert!(dispatch.background.is_none(), "{body}");
+    }
+    assert_eq!(agent.in_flight(), 0);
+}
+
+/// An oversized body is refused with 413 over real HTTP, and the server keeps serving.
+#[tokio::test]
+async fn an_oversized_body_gets_413() {
+    let _trace = trace_init();
+    let (_kernel, served) = kernel_with("roomy", |agent| {
+        agent.bind(|_: Value| async { Ok::<_, HandlerError>(()) });
+    })
+    .await;
+    let url = served.webhook_url();
+    let huge = format!("{{\"pad\":\"{}\"}}", "x".repeat(70 * 1024));
+    let signed = sign_webhook(&rebuno::Secret::new(SECRET), huge.as_bytes());
+    let response = post(&url, &huge, Some(signed)).await;
+    assert_eq!(response.status(), 413);
+    let envelope: Value = response.json().await.expect("JSON error body");
+    assert_eq!(envelope["code"], "payload_too_large");
+    assert_eq!(
+        post(&url, PAYLOAD, None).await.status(),
+        401,
+        "still serving"
+    );
+    served.shutdown().await;
+}
+
+/// Sleeps a hundredth of what it is asked, so a 10 s limit passes in 100 ms.
+#[derive(Debug)]
+struct Hurried;
+
+impl rebuno::rt::Sleep for Hurried {
+    fn sleep(&self, duration: std::time::Duration) -> rebuno::rt::Delay {
+        rebuno::rt::Delay::new(tokio::time::sleep(duration / 100))
+    }
+}
+
+/// A client that sends part of a body and then nothing cannot hold the request: after the body
+/// timeout it gets 408 and nothing runs.
+#[tokio::test]
+async fn a_trickled_body_gets_408() {
+    use futures_util::StreamExt;
+
+    let runtime = rebuno::rt::Runtime::new(
+        rebuno::rt::TokioRuntime::new(),
+        Hurried,
+        rebuno::rt::SystemClock::default(),
+    );
+    let agent = rebuno::Agent::builder("patient")
+        .base_url("http://127.0.0.1:9")
+        .secret(SECRET)
+        .runtime(runtime)
+        .build()
+        .unwrap();
+    agent.bind(|_: Value| async { Ok::<_, HandlerError>(()) });
+    let first = bytes::Bytes::from_static(&PAYLOAD.as_bytes()[..20]);
+    let chunks = futures_util::stream::once(async move {
+        Ok::<_, std::convert::Infallible>(http_body::Frame::data(first))
+    })
+    .chain(futures_util::stream::pending());
+    let request = http::Request::post("/webhook")
+        .header(
+            "Rebuno-Signature",
+            sign_webhook(&rebuno::Secret::new(SECRET), PAYLOAD.as_bytes()),
+        )
+        .body(http_body_util::StreamBody::new(chunks))
+        .unwrap();
+    let dispatch = tokio::time::timeout(std::time::Duration::from_secs(5), agent.handle(request))
+        .await
+        .expect("the body timeout answers");
+    assert_eq!(dispatch.response.status(), 408);
+    assert!(dispatch.background.is_none());
+}

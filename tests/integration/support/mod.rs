@@ -9,8 +9,11 @@
     clippy::disallowed_methods
 )]
 
+pub mod host;
 pub mod llm_stub;
 pub mod notebook;
+
+pub use host::serve_as_host;
 
 use std::net::SocketAddr;
 use std::time::Duration;
