@@ -296,6 +296,34 @@ impl DevKernel {
         register(&self.kernel, spec)
     }
 
+    /// Rotates an agent's secret without downtime: webhooks are signed with `secret` from now
+    /// on, and the agent's requests are accepted with the new or the previous secret until
+    /// [`retire_previous_secret`](Self::retire_previous_secret). Pair it with an agent built
+    /// with `secret(new)` and `previous_secret(old)`.
+    ///
+    /// # Errors
+    ///
+    /// The agent is unknown, or `secret` is empty.
+    pub fn rotate_secret(
+        &self,
+        agent_id: &str,
+        secret: impl Into<String>,
+    ) -> Result<(), DevKernelError> {
+        Ok(self
+            .kernel
+            .rotate_agent_secret(agent_id, rebuno::Secret::new(secret.into()))?)
+    }
+
+    /// Ends a rotation: the secret [`rotate_secret`](Self::rotate_secret) replaced is no longer
+    /// accepted.
+    ///
+    /// # Errors
+    ///
+    /// The agent is unknown.
+    pub fn retire_previous_secret(&self, agent_id: &str) -> Result<(), DevKernelError> {
+        Ok(self.kernel.retire_previous_secret(agent_id)?)
+    }
+
     /// Replaces an agent's policy bundle, like `POST /v0/policies/{agent_id}`.
     ///
     /// # Errors

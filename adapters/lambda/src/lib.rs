@@ -46,6 +46,18 @@
 //!   but the kernel's delivery stays open for the whole run (the kernel gives up after 30 s and
 //!   retries), so use it only for short runs.
 //!
+//! # Limits
+//!
+//! Lambda and its front doors enforce the transport limits themselves, so the adapter adds none
+//! of its own: a Function URL or API Gateway caps the request (6 MB synchronous payload, API
+//! Gateway 10 MB and a 29 s integration timeout by default, ALB 1 MB with a multi-value header
+//! limit), there are no idle or slow connections to the function (the event arrives whole),
+//! and concurrency is the function's reserved concurrency. What the core enforces on every
+//! host applies here too: a body over 64 KiB gets `413`, a malformed payload `400`, a bad
+//! signature `401`, all before anything runs. A panic in the handler fails the execution at
+//! once with its message (`agent_error: handler panicked: ...`); a panic elsewhere in the
+//! function ends the invocation with an error, and the kernel re-delivers after the lease.
+//!
 //! # Deploying
 //!
 //! Build with `cargo lambda build --release` and deploy with `cargo lambda deploy --enable-function-url`;

@@ -52,6 +52,21 @@
 //! `lease_timeout_seconds` (10–30 s), so a yielded run is re-delivered soon; the lease is
 //! renewed every third of it while the run is alive.
 //!
+//! # Panics and limits on Workers
+//!
+//! Workers build Rust with `panic = "abort"`: a panic in a handler, a tool body or the SDK
+//! aborts the isolate, so it cannot be turned into a failed execution as on native hosts. What
+//! the kernel sees: the dispatch was acknowledged, then its heartbeats stop; when the lease
+//! expires it re-delivers, the next run replays what was recorded and reaches the panic again,
+//! and after `max_attempts` (5 by default) the execution fails `dispatch_exhausted`. Keep the
+//! lease short on Workers (10–30 s) so this ends in minutes, and return errors instead of
+//! panicking (`Result` from every tool body): an `Err` fails the execution at once with its text.
+//!
+//! Limits on this host: the platform bounds request heads, bodies and connection counts itself
+//! (Cloudflare's plan limits; a webhook is about 200 bytes), and the core refuses bodies over
+//! 64 KiB with `413` and malformed payloads with `400` before anything runs. Background work
+//! is bounded by [`Limits`] below.
+//!
 //! # Durable Object mode: runs without the 30-second cut
 //!
 //! For runs that outlast the slices above, for instance a model streaming a long answer, run

@@ -6,6 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use axum::body::Bytes;
 use axum::extract::Request;
 use axum::http::HeaderMap;
+use rebuno::Secret;
 use rebuno::signing::RequestSignature;
 use uuid::Uuid;
 
@@ -139,9 +140,14 @@ pub(crate) async fn agent(kernel: &Kernel, request: Request) -> Result<Authed, K
         dispatch_id,
         attempt,
     };
-    fields
-        .verify(&record.secret, &body, Some(signature.as_bytes()))
-        .map_err(|_| KernelError::Unauthorized)?;
+    let signed_with = |secret: &Secret| {
+        fields
+            .verify(secret, &body, Some(signature.as_bytes()))
+            .is_ok()
+    };
+    if !signed_with(&record.secret) && !record.previous_secret.as_ref().is_some_and(signed_with) {
+        return Err(KernelError::Unauthorized);
+    }
     Ok(Authed {
         principal: Principal::Agent(agent_id.to_owned()),
         headers: parts.headers.clone(),

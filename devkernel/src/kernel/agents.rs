@@ -75,6 +75,7 @@ impl Kernel {
         self.store().put_agent(AgentRecord {
             agent: agent.clone(),
             secret: request.secret,
+            previous_secret: None,
             policy,
         });
         tracing::info!(agent = %agent.id, "agent registered");
@@ -111,6 +112,39 @@ impl Kernel {
             record.agent.output_schema = request.output_schema;
         });
         if found {
+            Ok(())
+        } else {
+            Err(KernelError::not_found("agent"))
+        }
+    }
+
+    /// Starts signing webhooks with `secret`, and keeps accepting the agent's requests signed
+    /// with the one it replaces until [`retire_previous_secret`](Self::retire_previous_secret).
+    pub(crate) fn rotate_agent_secret(&self, id: &str, secret: Secret) -> Result<(), KernelError> {
+        if secret.is_empty() {
+            return Err(KernelError::validation("secret is required"));
+        }
+        let found = self.store().update_agent(id, |record| {
+            let old = std::mem::replace(&mut record.secret, secret);
+            record.previous_secret = Some(old);
+        });
+        if found {
+            tracing::info!(
+                agent = id,
+                "agent secret rotated; the previous one is still accepted"
+            );
+            Ok(())
+        } else {
+            Err(KernelError::not_found("agent"))
+        }
+    }
+
+    /// Stops accepting the secret a rotation replaced.
+    pub(crate) fn retire_previous_secret(&self, id: &str) -> Result<(), KernelError> {
+        if self
+            .store()
+            .update_agent(id, |record| record.previous_secret = None)
+        {
             Ok(())
         } else {
             Err(KernelError::not_found("agent"))

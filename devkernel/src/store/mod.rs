@@ -22,8 +22,10 @@ pub(crate) use resource::{Checkpoint, Resource};
 pub(crate) struct AgentRecord {
     /// The public view.
     pub(crate) agent: Agent,
-    /// HMAC secret.
+    /// HMAC secret: signs webhooks and verifies the agent's requests.
     pub(crate) secret: Secret,
+    /// The secret before a rotation, still accepted on the agent's requests until retired.
+    pub(crate) previous_secret: Option<Secret>,
     /// Compiled policy bundle, if any.
     pub(crate) policy: Option<Arc<Policy>>,
 }

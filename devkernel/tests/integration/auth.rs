@@ -329,3 +329,41 @@ async fn bearer_tokens() {
     );
     kernel.shutdown().await;
 }
+
+/// A rotation signs webhooks with the new secret at once and accepts the agent's requests with
+/// either secret until the previous one is retired.
+#[tokio::test]
+async fn a_rotated_secret_overlaps_the_previous_one_until_it_is_retired() {
+    let (kernel, mut agent) = kernel_with_agent().await;
+    let exec = kernel
+        .create_execution(CreateExecution::new("hello", json!({})))
+        .await
+        .unwrap();
+    let _first = agent.next().await;
+    let target = format!("/v0/executions/{}", exec.id);
+    let old = AgentClient::new(&kernel.url());
+    let mut new = AgentClient::new(&kernel.url());
+    new.secret = Secret::new("rotated-secret");
+    assert_eq!(new.send("GET", &target, None, "").await.0, 401, "not yet");
+
+    kernel.rotate_secret("hello", "rotated-secret").unwrap();
+    assert_eq!(old.send("GET", &target, None, "").await.0, 200, "previous");
+    assert_eq!(new.send("GET", &target, None, "").await.0, 200, "current");
+
+    // Webhooks are signed with the new secret: the fake agent (old secret) refuses the next.
+    kernel.redeliver(exec.id).unwrap();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        agent.bad_signatures.recv(),
+    )
+    .await
+    .expect("a webhook signed with the new secret")
+    .expect("channel open");
+
+    kernel.retire_previous_secret("hello").unwrap();
+    assert_eq!(old.send("GET", &target, None, "").await.0, 401, "retired");
+    assert_eq!(new.send("GET", &target, None, "").await.0, 200);
+    assert!(kernel.rotate_secret("nobody", "x").is_err());
+    assert!(kernel.rotate_secret("hello", "").is_err());
+    kernel.shutdown().await;
+}
