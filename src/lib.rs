@@ -14,6 +14,7 @@ mod error;
 pub mod kernel;
 pub mod llm;
 pub mod mcp;
+mod panic;
 mod refusal;
 pub mod resource;
 #[cfg(feature = "rig")]

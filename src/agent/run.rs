@@ -1,8 +1,5 @@
 //! The background run of one dispatch: fetch, decode, run under a heartbeat, complete or fail.
 
-use std::panic::AssertUnwindSafe;
-
-use futures_util::FutureExt;
 use futures_util::future::{Either, select};
 use serde_json::Value;
 
@@ -11,6 +8,7 @@ use super::handler::ErasedHandler;
 use crate::context::ExecutionContext;
 use crate::error::{Error, ErrorKind, HandlerError};
 use crate::kernel::{KernelClient, Lease};
+use crate::panic::catch_panic;
 use crate::refusal::raise_for_refusal;
 use crate::rt::Deadline;
 
@@ -44,7 +42,7 @@ pub(crate) async fn run_dispatch(
             // Deferred work (an LLM stream dropped early, still to be recorded) runs under the
             // heartbeat too: it may retry for a while, and a superseded run must not finish it.
             let outcome = heartbeating(&context, async {
-                let outcome = catch_panic(context.scope(run)).await;
+                let outcome = catch_handler_panic(context.scope(run)).await;
                 context.settle().await;
                 outcome
             })
@@ -61,27 +59,14 @@ pub(crate) async fn run_dispatch(
 ///
 /// On wasm32 panics abort the isolate, so this never runs there: the host answers the kernel's
 /// next request with an error and the kernel re-delivers until its attempts run out.
-async fn catch_panic<F>(handler: F) -> Result<Value, HandlerError>
+async fn catch_handler_panic<F>(handler: F) -> Result<Value, HandlerError>
 where
     F: std::future::Future<Output = Result<Value, HandlerError>>,
 {
-    match AssertUnwindSafe(handler).catch_unwind().await {
-        Ok(outcome) => outcome,
-        Err(payload) => {
-            let message = panic_message(payload.as_ref());
-            tracing::error!(panic = message, "handler panicked");
-            Err(HandlerError::from(format!("handler panicked: {message}")))
-        }
-    }
-}
-
-/// The text a panic was raised with, when it has one.
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
-    payload
-        .downcast_ref::<&'static str>()
-        .copied()
-        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("(no message)")
+    catch_panic(handler).await.unwrap_or_else(|message| {
+        tracing::error!(panic = message, "handler panicked");
+        Err(HandlerError::from(format!("handler panicked: {message}")))
+    })
 }
 
 /// Runs `handler` while renewing the lease; a superseded lease drops (cancels) the handler.

@@ -3,15 +3,20 @@
 
 use crate::context::ExecutionContext;
 use crate::error::Result;
+use crate::panic::catch_panic;
 use crate::wire::{Capture, CaptureFailure, Captures, ResourceGeneration};
 
 impl ExecutionContext {
-    /// Checkpoints each due resource; failures are reported, never raised.
+    /// Checkpoints each due resource; failures (a driver's error or panic) are reported, never
+    /// raised.
     pub(crate) async fn capture(&self, due: &[ResourceGeneration]) -> Captures {
         let mut records = Captures::default();
         for entry in due {
             let outcome = match self.resource(&entry.key) {
-                Some(resource) => resource.checkpoint().await.map_err(|e| e.to_string()),
+                Some(resource) => match catch_panic(resource.checkpoint()).await {
+                    Ok(taken) => taken.map_err(|e| e.to_string()),
+                    Err(panic) => Err(format!("checkpoint panicked: {panic}")),
+                },
                 None => Err("resource() was not called in this dispatch".to_owned()),
             };
             match outcome {

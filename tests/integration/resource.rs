@@ -215,3 +215,65 @@ async fn a_fork_whose_checkpoint_is_gone_fails_with_checkpoint_unavailable() {
     );
     served.shutdown().await;
 }
+
+/// A driver that fails one checkpoint and panics in another (the one on completion) loses
+/// nothing: the execution completes with the fault-free output, each failure is recorded as
+/// the resource's capture failure, and a fork at the uncovered point says so instead of
+/// restoring a wrong state.
+#[tokio::test]
+async fn a_driver_failing_or_panicking_mid_checkpoint_loses_nothing() {
+    use support::notebook::Fault;
+
+    let _trace = trace_init();
+    let kernel = DevKernel::start().await.expect("kernel");
+    let shelf = Shelf::default();
+    // Calls: 0 the baseline, 1 after writing "a", 2 after "b", 3 after the local `read` step,
+    // 4 on completion.
+    shelf
+        .faults
+        .lock()
+        .unwrap()
+        .extend([(1, Fault::Fail), (3, Fault::Panic), (4, Fault::Panic)]);
+    let served = writer(&kernel, shelf.clone()).await;
+
+    let done = run(&kernel, "writer", json!(["a", "b"])).await;
+
+    assert_eq!(done.status.as_str(), "completed", "{}", done.failure_reason);
+    assert_eq!(
+        done.output,
+        Some(json!({ "seen": ["a", "b"], "now": ["a", "b"] }))
+    );
+    assert_eq!(shelf.checkpoints.load(Ordering::SeqCst), 5);
+    let events = kernel.events(done.id);
+    let kinds = types(&events);
+    let failures: Vec<_> = events
+        .iter()
+        .filter(|e| e.kind == "resource.checkpoint_failed")
+        .map(|e| e.payload["error"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(failures.len(), 3, "{kinds:?}");
+    assert!(
+        failures[0].contains("snapshot store unavailable"),
+        "{failures:?}"
+    );
+    for panicked in &failures[1..] {
+        assert!(
+            panicked.contains("checkpoint panicked: snapshot driver bug"),
+            "{failures:?}"
+        );
+    }
+
+    let first_write = events
+        .iter()
+        .find(|e| e.kind == "step.succeeded")
+        .unwrap()
+        .event_seq;
+    let client = Client::builder().base_url(kernel.url()).build().unwrap();
+    let points = kernel.fork_points(done.id).expect("fork points");
+    let fork = client
+        .fork(&done.id.to_string(), first_write, None, None)
+        .await;
+    let restoration = fork.expect("fork").restoration.expect("restoration");
+    assert_eq!(restoration["notebook"]["covered"], false, "{points:?}");
+    served.shutdown().await;
+}

@@ -16,6 +16,19 @@ pub struct Shelf {
     pub opened: Arc<AtomicUsize>,
     /// Keep coverage until an affecting step starts (`coverage_reuse`).
     pub reuse: bool,
+    /// How many checkpoints were asked for.
+    pub checkpoints: Arc<AtomicUsize>,
+    /// Faults injected by checkpoint call number (from 0).
+    pub faults: Arc<Mutex<BTreeMap<usize, Fault>>>,
+}
+
+/// How a checkpoint call goes wrong.
+#[derive(Clone, Copy, Debug)]
+pub enum Fault {
+    /// The driver returns an error.
+    Fail,
+    /// The driver panics.
+    Panic,
 }
 
 /// A handle: one notebook's lines.
@@ -69,6 +82,13 @@ impl ResourceDriver for Shelf {
     }
 
     async fn checkpoint(&self, handle: &Notebook) -> Result<String, BoxError> {
+        let call = self.checkpoints.fetch_add(1, Ordering::SeqCst);
+        let fault = self.faults.lock().unwrap().remove(&call);
+        match fault {
+            Some(Fault::Fail) => return Err("snapshot store unavailable".into()),
+            Some(Fault::Panic) => panic!("snapshot driver bug"),
+            None => {}
+        }
         let mut snapshots = self.snapshots.lock().unwrap();
         let reference = format!("snap-{}", snapshots.len());
         snapshots.insert(reference.clone(), handle.lines());
