@@ -10,12 +10,44 @@
 //! ```
 //!
 //! The agent's webhook path answers `POST`; `GET /healthz` answers `200 ok`; anything else `404`.
+//! Connections speak HTTP/1.1 or HTTP/2 over cleartext (h2c, prior knowledge).
 //! On shutdown the server stops accepting, finishes open connections, then waits for every
 //! acknowledged dispatch still running in the background (up to the drain timeout), so a deploy
 //! does not cut executions short.
+//!
+//! # Limits
+//!
+//! Every limit has a default sized for webhooks from the kernel and a builder method on
+//! [`Serve`]:
+//!
+//! | Limit | Default | What the client sees when it is hit |
+//! |---|---|---|
+//! | Open connections ([`Serve::max_connections`]) | 1024 | Nothing is refused: at the limit the server stops accepting, new connections wait in the listen backlog and are served as others close. |
+//! | Idle connection ([`Serve::idle_timeout`]) | 5 s | A connection, HTTP/1 or HTTP/2, with no request in flight and no bytes moving for this long is closed: HTTP/1 gets EOF, HTTP/2 gets `GOAWAY` then EOF; dropped 1 s later if it does not finish closing. A request in progress is never cut. |
+//! | Request head arrival ([`Serve::header_read_timeout`]) | 10 s | The connection is closed without a response if a request head (request line and headers) takes longer to arrive, counted from the end of the previous request or from the connect. |
+//! | Request head size ([`Serve::max_header_bytes`]) | 16 KiB | HTTP/1: `431 Request Header Fields Too Large`, then the connection closes. HTTP/2: it is the advertised `SETTINGS_MAX_HEADER_LIST_SIZE`; a larger header block is refused with `431` or a stream reset. Values below 8 KiB (hyper's minimum) count as 8 KiB. |
+//! | Header count ([`Serve::max_headers`]) | 64 | HTTP/1: `431 Request Header Fields Too Large`. (HTTP/2 is bounded by the head size.) |
+//! | HTTP/2 streams per connection | 64 | Streams over the limit are refused (`REFUSED_STREAM`); clients queue them. |
+//! | HTTP/2 keep-alive | ping after 20 s (or twice the idle timeout, if longer) without frames, 20 s to answer | A client that stops answering pings is disconnected. Pings wait longer than the idle timeout so they never keep an idle connection open. |
+//! | Webhook body size | 64 KiB | Enforced by [`rebuno::Agent`] for every host: a body over 64 KiB gets `413`. |
+//! | Webhook body arrival | 10 s | Enforced by [`rebuno::Agent`] for every host: a body not received within 10 s gets `408`. |
+//!
+//! # Accept errors
+//!
+//! When `accept` fails because the process or system is out of a resource (`EMFILE` when file
+//! descriptors run out, `ENFILE`, `ENOBUFS`, `ENOMEM`), the server waits before trying again:
+//! 10 ms, doubling up to 1 s, back to 10 ms after the next success. Pending connections wait in
+//! the backlog meanwhile. Such an episode logs one `warn` when it starts and one `info` with the
+//! number of failed accepts when accepting recovers. Errors about a single pending connection
+//! (`ECONNABORTED`, `ECONNRESET`) are retried at once and logged at `debug`.
 
+mod accept;
+mod activity;
+mod connection;
 mod gateway;
+mod limits;
 mod router;
+mod watchdog;
 
 pub use gateway::LlmGateway;
 
@@ -26,18 +58,16 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use rebuno::Agent;
 use rebuno::rt::{Spawner, TokioRuntime};
 use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, watch};
+
+use crate::accept::Backoff;
+use crate::limits::Limits;
 
 /// How long shutdown waits for background runs by default.
 const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// How long an HTTP/1 connection may wait for its next request by default.
-const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Serves `agent` on `listener` until the returned future is dropped or its shutdown signal
 /// fires. Await it (it implements [`IntoFuture`]).
@@ -48,11 +78,12 @@ pub fn serve(listener: TcpListener, agent: Agent) -> Serve {
         background: TokioRuntime::new(),
         signal: Box::pin(std::future::pending()),
         drain_timeout: DEFAULT_DRAIN_TIMEOUT,
-        idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+        limits: Limits::default(),
     }
 }
 
-/// A server being configured; await it to run. See [`serve`].
+/// A server being configured; await it to run. See [`serve`] and the [crate docs](crate#limits)
+/// for the limits it enforces.
 #[must_use = "a server does nothing unless awaited"]
 pub struct Serve {
     listener: TcpListener,
@@ -60,7 +91,7 @@ pub struct Serve {
     background: TokioRuntime,
     signal: Pin<Box<dyn Future<Output = ()> + Send>>,
     drain_timeout: Duration,
-    idle_timeout: Option<Duration>,
+    limits: Limits,
 }
 
 impl std::fmt::Debug for Serve {
@@ -69,7 +100,7 @@ impl std::fmt::Debug for Serve {
             .field("addr", &self.listener.local_addr().ok())
             .field("agent", &self.agent)
             .field("drain_timeout", &self.drain_timeout)
-            .field("idle_timeout", &self.idle_timeout)
+            .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
 }
@@ -91,13 +122,43 @@ impl Serve {
         self
     }
 
-    /// How long an HTTP/1 connection may wait for (the headers of) its next request before it
-    /// is closed (default 5 s; `None` keeps idle connections open). The kernel opens one
-    /// connection per concurrent delivery and keeps it alive; without this, a burst of
-    /// deliveries leaves that many idle sockets, each holding its buffers, for as long as the
-    /// kernel keeps them.
+    /// How long a connection, HTTP/1 or HTTP/2, may sit with no request in flight and no bytes
+    /// moving before it is closed (default 5 s; `None` turns this off, leaving the
+    /// [header read timeout](Self::header_read_timeout) as the only bound on idle connections).
+    /// The kernel opens one connection per concurrent delivery and keeps it alive; without
+    /// this, a burst of deliveries leaves that many idle sockets, each holding its buffers.
+    /// A request in progress is never cut by it.
     pub fn idle_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
-        self.idle_timeout = timeout.into();
+        self.limits.idle_timeout = timeout.into();
+        self
+    }
+
+    /// How long a request head (request line and headers) may take to arrive, counted from the
+    /// connect or the end of the previous request on the connection (default 10 s; `None`
+    /// turns it off). A connection that runs over is closed without a response.
+    pub fn header_read_timeout(mut self, timeout: impl Into<Option<Duration>>) -> Self {
+        self.limits.header_read_timeout = timeout.into();
+        self
+    }
+
+    /// The most connections served at once (default 1024; 0 counts as 1). At the limit the
+    /// server stops accepting: new connections wait in the listen backlog, not refused.
+    pub fn max_connections(mut self, max: usize) -> Self {
+        self.limits.max_connections = max;
+        self
+    }
+
+    /// The largest request head, request line and headers, in bytes (default 16 KiB; values
+    /// below hyper's 8 KiB minimum count as 8 KiB). HTTP/1 heads over it get `431`; for HTTP/2
+    /// it is the advertised header list size.
+    pub fn max_header_bytes(mut self, max: usize) -> Self {
+        self.limits.max_header_bytes = max;
+        self
+    }
+
+    /// The most headers in an HTTP/1 request (default 64); a request with more gets `431`.
+    pub fn max_headers(mut self, max: usize) -> Self {
+        self.limits.max_headers = max;
         self
     }
 
@@ -122,53 +183,52 @@ impl Serve {
             background,
             mut signal,
             drain_timeout,
-            idle_timeout,
+            limits,
         } = self;
-        let spawner = Spawner(Arc::new(background.clone()));
-        let graceful = GracefulShutdown::new();
-        let mut builder = auto::Builder::new(TokioExecutor::new());
-        // hyper's header-read timeout also runs while a kept-alive connection waits for its
-        // next request, so it closes idle connections; it needs a timer to run at all.
-        builder
-            .http1()
-            .timer(TokioTimer::new())
-            .header_read_timeout(idle_timeout);
         tracing::info!(addr = ?listener.local_addr().ok(), agent_id = agent.id(), "serving agent");
+        let context = connection::Context {
+            agent,
+            spawner: Spawner(Arc::new(background.clone())),
+            builder: limits.builder(),
+            rules: limits.idle_rules(),
+        };
+        // Each connection holds a receiver until it is gone: the count of receivers is the count
+        // of open connections, and `closed` waits for the last.
+        let (shutdown, _) = watch::channel(());
+        let slots = Arc::new(Semaphore::new(limits.connection_slots()));
+        let mut backoff = Backoff::default();
         loop {
             tokio::select! {
-                accepted = listener.accept() => {
-                    let (stream, peer) = match accepted {
-                        Ok(accepted) => accepted,
-                        Err(error) => { tracing::warn!(%error, "accept failed"); continue; }
-                    };
-                    let service = router::Router::new(agent.clone(), spawner.clone());
-                    let connection = builder.serve_connection(TokioIo::new(stream), service).into_owned();
-                    let connection = graceful.watch(connection);
-                    tokio::spawn(async move {
-                        if let Err(error) = connection.await {
-                            tracing::debug!(%error, %peer, "connection ended with an error");
-                        }
-                    });
+                accepted = accept::accept(&listener, &slots, &mut backoff) => {
+                    let Some(accepted) = accepted else { break };
+                    context.spawn(accepted, shutdown.subscribe());
                 }
                 () = &mut signal => break,
             }
         }
         drop(listener);
         tracing::info!(
+            connections = shutdown.receiver_count(),
             in_flight = background.in_flight(),
             "shutting down: draining connections and runs"
         );
-        graceful.shutdown().await;
-        if tokio::time::timeout(drain_timeout, background.drain())
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                in_flight = background.in_flight(),
-                "drain timed out; the kernel will re-deliver"
-            );
-        }
+        shutdown.send_replace(());
+        shutdown.closed().await;
+        drain(&background, drain_timeout).await;
         Ok(())
+    }
+}
+
+/// Waits up to `timeout` for the acknowledged runs to finish.
+async fn drain(background: &TokioRuntime, timeout: Duration) {
+    if tokio::time::timeout(timeout, background.drain())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            in_flight = background.in_flight(),
+            "drain timed out; the kernel will re-deliver"
+        );
     }
 }
 

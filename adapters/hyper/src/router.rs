@@ -3,22 +3,32 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use http::{Method, Request, Response, StatusCode};
 use hyper::body::Incoming;
 use rebuno::rt::Spawner;
 use rebuno::{Agent, Body};
 
-/// The per-connection hyper service.
+use crate::activity::Activity;
+
+/// The per-connection hyper service; it marks each request in flight on the connection's
+/// [`Activity`] until its response is ready.
 #[derive(Debug, Clone)]
 pub(crate) struct Router {
     agent: Agent,
     spawner: Spawner,
+    activity: Arc<Activity>,
 }
 
 impl Router {
-    pub(crate) fn new(agent: Agent, spawner: Spawner) -> Self {
-        Self { agent, spawner }
+    /// Routes to `agent`, spawning runs on `spawner`, for the connection behind `activity`.
+    pub(crate) fn new(agent: Agent, spawner: Spawner, activity: Arc<Activity>) -> Self {
+        Self {
+            agent,
+            spawner,
+            activity,
+        }
     }
 }
 
@@ -30,7 +40,12 @@ impl hyper::service::Service<Request<Incoming>> for Router {
     fn call(&self, mut request: Request<Incoming>) -> Self::Future {
         let agent = self.agent.clone();
         request.extensions_mut().insert(self.spawner.clone());
-        Box::pin(async move { Ok(route(agent, request).await) })
+        let in_flight = self.activity.begin();
+        Box::pin(async move {
+            let response = route(agent, request).await;
+            drop(in_flight);
+            Ok(response)
+        })
     }
 }
 

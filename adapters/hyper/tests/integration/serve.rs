@@ -1,7 +1,5 @@
 //! rebuno-hyper routes the webhook and drains acknowledged runs on graceful shutdown.
 
-#![allow(clippy::expect_used, clippy::unwrap_used)]
-
 use std::future::IntoFuture;
 use std::time::Duration;
 
