@@ -225,3 +225,19 @@ fn rejects_invalid_json() {
         assert!(canonical_json(bad.as_bytes()).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn nesting_is_bounded_instead_of_overflowing_the_stack() {
+    let nested = |depth: usize| "[".repeat(depth) + &"]".repeat(depth);
+    assert_eq!(canonical_json(nested(512).as_bytes()).unwrap(), nested(512));
+    assert!(canonical_json(nested(513).as_bytes()).is_err());
+    // 20,000 levels aborted the process before the bound, on the 2 MiB stack of a Tokio worker.
+    let deep = nested(20_000);
+    let outcome = std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(move || canonical_json(deep.as_bytes()).is_err())
+        .unwrap()
+        .join()
+        .unwrap();
+    assert!(outcome, "refused, not overflowed");
+}
