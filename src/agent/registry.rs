@@ -1,10 +1,12 @@
 //! Which dispatch of each execution this agent is running, so re-deliveries neither race nor
 //! repeat.
 //!
-//! Besides the runs in flight it remembers the last finished attempt of recently run
-//! executions, so an attempt delivered twice to this process (a load balancer retrying, a
-//! duplicated delivery arriving after the first run ended) never runs twice here. Across
-//! processes nothing can tell: see "Running more than one replica" in the crate docs.
+//! Besides the runs in flight it remembers, for the most recently seen executions, every
+//! dispatch this process admitted and its highest attempt. An attempt delivered again (a load
+//! balancer retrying, a duplicate arriving late, a stale webhook of a dispatch the kernel
+//! already retired) is acknowledged and never run twice here, and never stops the run of a
+//! newer dispatch. Across processes nothing can tell: see "Running more than one replica" in
+//! the crate docs.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
@@ -17,7 +19,8 @@ use crate::kernel::Lease;
 /// What to do with an incoming dispatch.
 #[derive(Debug)]
 pub(crate) enum Admission {
-    /// The same attempt, or an older one, is already running: acknowledge and do nothing.
+    /// This attempt, or a later one of its dispatch, already ran or runs here: acknowledge and
+    /// do nothing.
     Duplicate,
     /// Run it. Any older run of the execution has been told to stop.
     Run(Ticket),
@@ -33,7 +36,6 @@ pub(crate) struct Ticket {
 
 #[derive(Debug)]
 struct Running {
-    dispatch_id: String,
     attempt: u64,
     serial: u64,
     abort: AbortHandle,
@@ -45,46 +47,68 @@ pub(crate) struct Registry {
     state: Mutex<State>,
 }
 
-/// How many finished executions' last attempts are remembered.
-const FINISHED_CAPACITY: usize = 4096;
+/// How many executions' admitted dispatches are remembered.
+const REMEMBERED_EXECUTIONS: usize = 4096;
+
+/// How many dispatches are remembered per execution (each approval, subagent wait or
+/// re-dispatch after a rate limit starts a new one).
+const REMEMBERED_DISPATCHES: usize = 16;
 
 #[derive(Debug, Default)]
 struct State {
     running: HashMap<String, Running>,
-    finished: Finished,
+    admitted: Admitted,
     next_serial: u64,
     idle: Vec<oneshot::Sender<()>>,
 }
 
-/// The last finished attempt of each of the most recently finished executions, oldest first
-/// out.
+/// Per execution, the dispatches admitted here with their highest attempt, oldest first; the
+/// least recently admitted executions are forgotten first.
 #[derive(Debug, Default)]
-struct Finished {
-    last: HashMap<String, (String, u64)>,
+struct Admitted {
+    dispatches: HashMap<String, VecDeque<(String, u64)>>,
     order: VecDeque<String>,
 }
 
-impl Finished {
-    /// Whether `lease` is an attempt of `execution_id` that already ran here, or an older one.
+impl Admitted {
+    /// Whether `lease` is an attempt of `execution_id` this process already admitted, or an
+    /// older attempt of a dispatch it admitted.
     fn covers(&self, execution_id: &str, lease: &Lease) -> bool {
-        self.last
-            .get(execution_id)
-            .is_some_and(|(dispatch, attempt)| {
+        self.dispatches.get(execution_id).is_some_and(|seen| {
+            seen.iter().any(|(dispatch, attempt)| {
                 *dispatch == lease.dispatch_id && lease.attempt <= *attempt
             })
+        })
     }
 
-    fn remember(&mut self, execution_id: &str, dispatch_id: String, attempt: u64) {
-        if self
-            .last
-            .insert(execution_id.to_owned(), (dispatch_id, attempt))
-            .is_none()
+    /// Records `lease` as admitted for `execution_id`.
+    fn record(&mut self, execution_id: &str, lease: &Lease) {
+        let seen = match self.dispatches.get_mut(execution_id) {
+            Some(seen) => seen,
+            None => {
+                self.order.push_back(execution_id.to_owned());
+                self.forget_oldest();
+                self.dispatches.entry(execution_id.to_owned()).or_default()
+            }
+        };
+        match seen
+            .iter_mut()
+            .find(|(dispatch, _)| *dispatch == lease.dispatch_id)
         {
-            self.order.push_back(execution_id.to_owned());
+            Some((_, attempt)) => *attempt = (*attempt).max(lease.attempt),
+            None => {
+                seen.push_back((lease.dispatch_id.clone(), lease.attempt));
+                if seen.len() > REMEMBERED_DISPATCHES {
+                    seen.pop_front();
+                }
+            }
         }
-        while self.order.len() > FINISHED_CAPACITY {
+    }
+
+    fn forget_oldest(&mut self) {
+        while self.order.len() > REMEMBERED_EXECUTIONS {
             if let Some(oldest) = self.order.pop_front() {
-                self.last.remove(&oldest);
+                self.dispatches.remove(&oldest);
             }
         }
     }
@@ -92,31 +116,34 @@ impl Finished {
 
 impl Registry {
     /// Decides whether `lease` for `execution_id` should run, superseding an older run.
+    ///
+    /// An attempt already admitted here (running or finished), or older than one admitted, is
+    /// a duplicate. Anything else is newer than what runs: a later attempt of the running
+    /// dispatch, or a dispatch this process has not seen (the kernel starts a new one after a
+    /// block ends), so it supersedes the running one.
     pub(crate) fn admit(&self, execution_id: &str, lease: &Lease) -> Admission {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.admitted.covers(execution_id, lease) {
+            tracing::info!(
+                execution_id,
+                attempt = lease.attempt,
+                "attempt already admitted in this process; acknowledging without running it"
+            );
+            return Admission::Duplicate;
+        }
+        state.admitted.record(execution_id, lease);
         if let Some(running) = state.running.get(execution_id) {
-            if running.dispatch_id == lease.dispatch_id && lease.attempt <= running.attempt {
-                return Admission::Duplicate;
-            }
             tracing::info!(
                 execution_id,
                 superseded_attempt = running.attempt,
                 "superseding the running dispatch"
             );
             running.abort.abort();
-        } else if state.finished.covers(execution_id, lease) {
-            tracing::info!(
-                execution_id,
-                attempt = lease.attempt,
-                "attempt already ran in this process; acknowledging without running it again"
-            );
-            return Admission::Duplicate;
         }
         state.next_serial += 1;
         let serial = state.next_serial;
         let (abort, registration) = AbortHandle::new_pair();
         let running = Running {
-            dispatch_id: lease.dispatch_id.clone(),
             attempt: lease.attempt,
             serial,
             abort,
@@ -129,19 +156,16 @@ impl Registry {
         })
     }
 
-    /// Forgets a finished (or dropped) run, unless a newer one already replaced it, and
-    /// remembers its attempt so a repeat of it is not run again.
+    /// Forgets a finished (or dropped) run, unless a newer one already replaced it. Its attempt
+    /// stays admitted, so a repeat of it is not run again.
     pub(crate) fn finish(&self, execution_id: &str, serial: u64) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         if state
             .running
             .get(execution_id)
             .is_some_and(|r| r.serial == serial)
-            && let Some(done) = state.running.remove(execution_id)
         {
-            state
-                .finished
-                .remember(execution_id, done.dispatch_id, done.attempt);
+            state.running.remove(execution_id);
         }
         if state.running.is_empty() {
             for waiter in state.idle.drain(..) {
@@ -255,9 +279,30 @@ mod tests {
     }
 
     #[test]
-    fn finished_attempts_are_remembered_for_a_bounded_number_of_executions() {
+    fn a_stale_dispatch_never_stops_a_newer_one_nor_lets_it_run_twice() {
         let registry = Registry::default();
-        for n in 0..=FINISHED_CAPACITY {
+        let Admission::Run(first) = registry.admit("e", &lease("d1", 1)) else {
+            panic!("d1 runs")
+        };
+        registry.finish("e", first.serial);
+        let Admission::Run(_second) = registry.admit("e", &lease("d2", 1)) else {
+            panic!("d2, the dispatch after a block, runs")
+        };
+        assert!(
+            matches!(registry.admit("e", &lease("d1", 1)), Admission::Duplicate),
+            "a stale webhook of d1 is ignored"
+        );
+        assert_eq!(registry.len(), 1, "d2 still runs");
+        assert!(matches!(
+            registry.admit("e", &lease("d2", 1)),
+            Admission::Duplicate
+        ));
+    }
+
+    #[test]
+    fn admitted_attempts_are_remembered_for_a_bounded_number_of_executions() {
+        let registry = Registry::default();
+        for n in 0..=REMEMBERED_EXECUTIONS {
             let id = format!("e{n}");
             let Admission::Run(ticket) = registry.admit(&id, &lease("d", 1)) else {
                 panic!("run {n}")
@@ -265,11 +310,20 @@ mod tests {
             registry.finish(&id, ticket.serial);
         }
         let state = registry.state.lock().unwrap();
-        assert_eq!(state.finished.last.len(), FINISHED_CAPACITY);
-        assert_eq!(state.finished.order.len(), FINISHED_CAPACITY);
+        assert_eq!(state.admitted.dispatches.len(), REMEMBERED_EXECUTIONS);
+        assert_eq!(state.admitted.order.len(), REMEMBERED_EXECUTIONS);
         assert!(
-            !state.finished.last.contains_key("e0"),
+            !state.admitted.dispatches.contains_key("e0"),
             "the oldest is forgotten"
+        );
+        drop(state);
+        for n in 0..=REMEMBERED_DISPATCHES {
+            let _ = registry.admit("many", &lease(&format!("d{n}"), 1));
+        }
+        let state = registry.state.lock().unwrap();
+        assert_eq!(
+            state.admitted.dispatches["many"].len(),
+            REMEMBERED_DISPATCHES
         );
     }
 }
