@@ -109,6 +109,15 @@ fn ending(context: &ExecutionContext, outcome: Result<Value, HandlerError>) -> E
         Ok(output) => return Ending::Output(output),
         Err(error) => error,
     };
+    if context.kernel_lost() {
+        // A step submit cut mid-exchange has an unknown outcome and is not resent; the next
+        // attempt submits it afresh, and the kernel settles what the first one left.
+        tracing::warn!(%error, "run failed after the kernel stopped answering; leaving it to the re-delivery");
+        return Ending::Stop(error.as_rebuno().map_or_else(
+            || Error::new(ErrorKind::Network, "kernel unreachable"),
+            Error::clone_shallow,
+        ));
+    }
     let refused = raise_for_refusal(error.as_dyn()).err();
     match refused {
         Some(stop) if stop.is_control_flow() => Ending::Stop(context.note(stop)),

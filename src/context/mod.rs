@@ -39,6 +39,8 @@ struct Inner {
     lease: Lease,
     deadline: Option<Deadline>,
     control: Mutex<Option<ErrorKind>>,
+    /// Whether a kernel call of this dispatch failed for want of a connection or an answer.
+    kernel_lost: std::sync::atomic::AtomicBool,
     state: Mutex<Option<Value>>,
     calls: Mutex<suspend::Calls>,
     resources: Mutex<BTreeMap<String, Arc<dyn Registered>>>,
@@ -93,6 +95,7 @@ impl ExecutionContext {
                 lease,
                 deadline,
                 control: Mutex::new(None),
+                kernel_lost: std::sync::atomic::AtomicBool::new(false),
                 state: Mutex::new(None),
                 calls: Mutex::new(suspend::Calls::default()),
                 resources: Mutex::new(BTreeMap::new()),
@@ -176,8 +179,21 @@ impl ExecutionContext {
     pub(crate) fn note(&self, error: Error) -> Error {
         if error.is_control_flow() {
             lock(&self.inner.control).get_or_insert(error.kind());
+        } else if error.kind() == ErrorKind::Network {
+            self.inner
+                .kernel_lost
+                .store(true, std::sync::atomic::Ordering::Release);
         }
         error
+    }
+
+    /// Whether a kernel call of this dispatch got no answer (after its retries): a failure of
+    /// the run may then be the kernel's absence, not the handler's, so the run ends without
+    /// failing the execution and the kernel re-delivers it.
+    pub(crate) fn kernel_lost(&self) -> bool {
+        self.inner
+            .kernel_lost
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The control flow seen so far, as an error to end the dispatch with.

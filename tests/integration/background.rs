@@ -201,3 +201,87 @@ async fn wait_for(condition: impl Fn() -> bool) {
     }
     panic!("condition not met within 5 s");
 }
+
+/// A kernel transport that delivers the first step submit and then loses its answer, as a
+/// connection cut mid-response does.
+#[derive(Debug)]
+struct LosesFirstSubmitAnswer {
+    inner: rebuno::kernel::ReqwestTransport,
+    lost: Arc<AtomicUsize>,
+}
+
+impl rebuno::kernel::Transport for LosesFirstSubmitAnswer {
+    fn send(
+        &self,
+        request: http::Request<bytes::Bytes>,
+        timeout: Duration,
+    ) -> rebuno::kernel::TransportFuture {
+        let submit =
+            request.method() == http::Method::POST && request.uri().path().ends_with("/steps");
+        let sent = self.inner.send(request, timeout);
+        let lost = Arc::clone(&self.lost);
+        Box::pin(async move {
+            let answer = sent.await;
+            if submit && lost.fetch_add(1, Ordering::SeqCst) == 0 {
+                return Err(rebuno::kernel::TransportError::new(
+                    rebuno::kernel::TransportErrorKind::Timeout,
+                    "answer lost on the way back",
+                ));
+            }
+            answer
+        })
+    }
+}
+
+/// A step submit whose answer is lost has an unknown outcome and is not resent; the run ends
+/// without failing the execution, and the next attempt submits it afresh and completes it,
+/// running the tool once.
+#[tokio::test]
+async fn a_lost_submit_answer_ends_the_dispatch_instead_of_failing_the_execution() {
+    let _trace = trace_init();
+    let kernel = DevKernel::start().await.expect("kernel");
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&ran);
+    let lost = Arc::new(AtomicUsize::new(0));
+    let agent = rebuno::Agent::builder("cut")
+        .secret(SECRET)
+        .base_url(kernel.url())
+        .transport(LosesFirstSubmitAnswer {
+            inner: rebuno::kernel::ReqwestTransport::new().unwrap(),
+            lost: Arc::clone(&lost),
+        })
+        .build()
+        .unwrap();
+    // Safe to retry: an at-most-once tool would come back `indeterminate` instead, since the
+    // kernel cannot know whether the first attempt ran it.
+    let charge = define_tool("charge")
+        .execute(move |args: Charge| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async move { Ok::<_, HandlerError>(args.cents) }
+        });
+    agent.bind(move |_: Value| {
+        let charge = charge.clone();
+        async move { Ok::<_, HandlerError>(charge.call(Charge { cents: 7 }).await?) }
+    });
+    let served = serve(agent.clone()).await;
+    kernel
+        .register_agent(AgentSpec::new("cut", served.webhook_url(), SECRET))
+        .expect("register");
+    let created = kernel
+        .create_execution(CreateExecution::new("cut", json!({})))
+        .await
+        .expect("create");
+    wait_for(|| lost.load(Ordering::SeqCst) == 1).await;
+    wait_for(|| agent.in_flight() == 0).await;
+    assert_eq!(
+        kernel.execution(created.id).unwrap().status.as_str(),
+        "running",
+        "not failed: the kernel re-delivers"
+    );
+    kernel.redeliver(created.id).expect("next attempt");
+    let done = kernel.wait_terminal(created.id, WAIT).await.expect("ends");
+    assert_eq!(done.status.as_str(), "completed", "{}", done.failure_reason);
+    assert_eq!(done.output, Some(json!(7)));
+    assert_eq!(ran.load(Ordering::SeqCst), 1, "the tool ran once");
+    served.shutdown().await;
+}
