@@ -1,0 +1,547 @@
+//! The invariants, checked at the end from the effect log, the kernel's steps and event log,
+//! and what the proxies saw.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+use rebuno_campaign::{
+    AT_MOST_ONCE, DENIED, EffectLine, GATED, MODEL, Op, Program, SPAWN, TOOL, expected_output,
+};
+use rebuno_devkernel::{DevKernel, Execution, ExecutionStatus, Step, StepStatus};
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::ledger::Ledger;
+
+/// One broken invariant.
+#[derive(Debug, Clone)]
+pub(crate) struct Violation {
+    pub(crate) invariant: &'static str,
+    pub(crate) execution: String,
+    pub(crate) detail: String,
+}
+
+/// What the checks found.
+#[derive(Debug, Default)]
+pub(crate) struct Report {
+    pub(crate) executions: usize,
+    pub(crate) children: usize,
+    pub(crate) completed: usize,
+    pub(crate) failed: BTreeMap<String, usize>,
+    pub(crate) effects: usize,
+    pub(crate) at_most_once_effects: usize,
+    pub(crate) indeterminate_steps: usize,
+    /// Settle calls of superseded attempts the kernel refused (fencing at work).
+    pub(crate) fenced: usize,
+    /// One failure reason per class.
+    pub(crate) failed_examples: BTreeMap<String, String>,
+    /// Settle calls by `kind status decision`.
+    pub(crate) settles: BTreeMap<String, usize>,
+    pub(crate) violations: Vec<Violation>,
+}
+
+impl Report {
+    fn violate(&mut self, invariant: &'static str, execution: &str, detail: String) {
+        self.violations.push(Violation {
+            invariant,
+            execution: execution.to_owned(),
+            detail,
+        });
+    }
+}
+
+/// Effect lines by `(execution, op id)`.
+type Effects = HashMap<(String, u32), Vec<EffectLine>>;
+
+/// Reads the effect log: the lines by op, their number, and lines that do not parse.
+pub(crate) fn read_effects(path: &Path) -> (Effects, usize, Vec<String>) {
+    let mut map: Effects = HashMap::new();
+    let mut bad = Vec::new();
+    let mut total = 0;
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        match serde_json::from_str::<EffectLine>(line) {
+            Ok(effect) => {
+                total += 1;
+                map.entry((effect.execution.clone(), effect.effect))
+                    .or_default()
+                    .push(effect);
+            }
+            Err(_) => bad.push(line.to_owned()),
+        }
+    }
+    (map, total, bad)
+}
+
+/// The kernel step of a leaf op (the first started when there are several).
+fn step_of<'a>(steps: &'a [Step], op: &Op) -> Option<&'a Step> {
+    steps_of(steps, op)
+        .into_iter()
+        .min_by_key(|s| (s.started_at.is_none(), s.started_at))
+}
+
+/// Every kernel step of a leaf op.
+fn steps_of<'a>(steps: &'a [Step], op: &Op) -> Vec<&'a Step> {
+    let (kind, target) = match op {
+        Op::Tool { .. } => ("tool_call", TOOL.to_owned()),
+        Op::AtMostOnce { .. } => ("tool_call", AT_MOST_ONCE.to_owned()),
+        Op::Denied { .. } => ("tool_call", DENIED.to_owned()),
+        Op::Approval { .. } => ("tool_call", GATED.to_owned()),
+        Op::Subagent { .. } => ("tool_call", SPAWN.to_owned()),
+        Op::Step { id, .. } => ("local", format!("op-{id}")),
+        Op::Llm { .. } => ("llm_call", MODEL.to_owned()),
+        Op::Parallel { .. } => return Vec::new(),
+    };
+    let id = u64::from(op.id());
+    steps
+        .iter()
+        .filter(|s| {
+            s.kind == kind
+                && s.target == target
+                && s.args
+                    .as_ref()
+                    .and_then(|a| a.get("id"))
+                    .and_then(Value::as_u64)
+                    == Some(id)
+        })
+        .collect()
+}
+
+fn error_reason(step: &Step) -> Option<&str> {
+    step.error
+        .as_ref()
+        .and_then(|e| e.get("reason"))
+        .and_then(Value::as_str)
+}
+
+fn is_indeterminate(step: &Step) -> bool {
+    step.status == StepStatus::Failed && error_reason(step) == Some("indeterminate")
+}
+
+/// Everything the checks need.
+pub(crate) struct Inputs<'a> {
+    pub(crate) kernel: &'a DevKernel,
+    pub(crate) ledger: &'a Ledger,
+    /// Top-level executions and their programs.
+    pub(crate) created: &'a [(Uuid, Program)],
+    pub(crate) effects_path: &'a Path,
+    pub(crate) agent_logs: Vec<std::path::PathBuf>,
+    /// Child executions by parent id.
+    pub(crate) children: HashMap<String, Vec<Uuid>>,
+}
+
+/// Runs every check.
+pub(crate) fn verify(inputs: &Inputs<'_>) -> Report {
+    let mut report = Report::default();
+    let (effects, total, bad) = read_effects(inputs.effects_path);
+    report.effects = total;
+    report.at_most_once_effects = effects
+        .values()
+        .flatten()
+        .filter(|e| e.kind == "at_most_once")
+        .count();
+    for line in bad {
+        report.violate("effect log is well formed", "-", line);
+    }
+    // Children: by label, from the parents' programs; found through the parent's spawn step.
+    let mut queue: Vec<(Uuid, Program, Option<String>)> = inputs
+        .created
+        .iter()
+        .map(|(id, p)| (*id, p.clone(), None))
+        .collect();
+    let mut outcome: HashMap<String, (ExecutionStatus, String)> = HashMap::new();
+    let mut index = 0;
+    while index < queue.len() {
+        let (id, program, parent) = queue[index].clone();
+        index += 1;
+        if parent.is_some() {
+            report.children += 1;
+        } else {
+            report.executions += 1;
+        }
+        let Some(execution) = inputs.kernel.execution(id) else {
+            report.violate("execution exists", &id.to_string(), program.label.clone());
+            continue;
+        };
+        let children = check_execution(inputs, &mut report, &execution, &program, &effects);
+        for (child, child_program) in children {
+            queue.push((child, child_program, Some(id.to_string())));
+        }
+        outcome.insert(
+            program.label.clone(),
+            (execution.status, execution.failure_reason.clone()),
+        );
+    }
+    // A parent failed by its subagent needs a failed child.
+    for (id, program, _) in &queue {
+        let Some((status, reason)) = outcome.get(&program.label) else {
+            continue;
+        };
+        if *status != ExecutionStatus::Failed || !reason.contains(SPAWN) {
+            continue;
+        }
+        let child_failed = program.ops.iter().any(|op| match op {
+            Op::Subagent { program, .. } => outcome
+                .get(&program.label)
+                .is_some_and(|(s, _)| *s == ExecutionStatus::Failed),
+            _ => false,
+        });
+        let cut = inputs.ledger.cut_exists("POST", "/v0/executions")
+            || !inputs.ledger.cuts_of(&id.to_string()).is_empty();
+        if !child_failed && cut {
+            // The spawn tool's own kernel call (child create, step read) was cut.
+            if let Some(n) = report.failed.get_mut("subagent_failed") {
+                *n -= 1;
+            }
+            *report
+                .failed
+                .entry("network: cut subagent call".to_owned())
+                .or_default() += 1;
+            report
+                .failed_examples
+                .entry("network: cut subagent call".to_owned())
+                .or_insert_with(|| format!("{id}: {reason}"));
+        } else if !child_failed {
+            report.violate(
+                "failed only with reasons the faults explain",
+                &id.to_string(),
+                format!("failed by its subagent but no child failed: {reason}"),
+            );
+        }
+    }
+    check_fencing(inputs, &mut report);
+    for path in &inputs.agent_logs {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        for line in text.lines().filter(|l| l.contains("panicked at")) {
+            report.violate("no panics", &path.display().to_string(), line.to_owned());
+        }
+    }
+    report
+}
+
+/// The reason class of a failure, or `None` when the faults do not explain it.
+fn classify(
+    inputs: &Inputs<'_>,
+    execution: &Execution,
+    steps: &[Step],
+) -> Result<&'static str, String> {
+    let reason = execution.failure_reason.as_str();
+    let id = execution.id.to_string();
+    if reason.contains(SPAWN) {
+        return Ok("subagent_failed");
+    }
+    if reason.contains("outcome unknown") || reason.contains("retry refused") {
+        if steps.iter().any(is_indeterminate) {
+            return Ok("indeterminate");
+        }
+        return Err(format!("{reason} (but no step is indeterminate)"));
+    }
+    if reason.starts_with("agent_error: Network") {
+        let cuts = inputs.ledger.cuts_of(&id);
+        if cuts
+            .iter()
+            .any(|(method, path, _)| method == "POST" && path.ends_with("/steps"))
+        {
+            return Ok("network: cut step submit");
+        }
+        return Err(format!("{reason} (no cut step submit of this execution)"));
+    }
+    Err(reason.to_owned())
+}
+
+/// Checks one execution; returns its children (id and program) to check next.
+fn check_execution(
+    inputs: &Inputs<'_>,
+    report: &mut Report,
+    execution: &Execution,
+    program: &Program,
+    effects: &Effects,
+) -> Vec<(Uuid, Program)> {
+    let id = execution.id.to_string();
+    let steps = inputs.kernel.steps(execution.id);
+    let events = inputs.kernel.events(execution.id);
+    let label = &program.label;
+    // At most one settle event per step.
+    let mut settles: HashMap<&str, usize> = HashMap::new();
+    for event in &events {
+        if matches!(
+            event.kind.as_str(),
+            "step.succeeded" | "step.failed" | "step.denied"
+        ) && let Some(step) = event.payload.get("step_id").and_then(Value::as_str)
+        {
+            *settles.entry(step).or_default() += 1;
+        }
+    }
+    for (step, n) in settles.iter().filter(|(_, n)| **n > 1) {
+        report.violate(
+            "each step settles once",
+            &id,
+            format!("{label}: step {step} settled {n} times"),
+        );
+    }
+    let terminal = execution.status.is_terminal();
+    if !terminal {
+        let tail: Vec<String> = events
+            .iter()
+            .rev()
+            .take(6)
+            .map(|e| format!("{}:{}", e.event_seq, e.kind))
+            .collect();
+        report.violate(
+            "every execution ends",
+            &id,
+            format!(
+                "{label}: still {:?}; last events {tail:?}",
+                execution.status
+            ),
+        );
+    }
+    report.indeterminate_steps += steps.iter().filter(|s| is_indeterminate(s)).count();
+    let completed = execution.status == ExecutionStatus::Completed;
+    // One kernel step per op: a second one means the op was submitted twice in one attempt.
+    let subagents = program
+        .ops
+        .iter()
+        .filter(|op| matches!(op, Op::Subagent { .. }));
+    for op in program.leaves().into_iter().chain(subagents) {
+        let matching: Vec<&str> = steps_of(&steps, op)
+            .iter()
+            .map(|s| &s.step_id[..8])
+            .collect();
+        if matching.len() > 1 {
+            report.violate(
+                "each op is one step",
+                &id,
+                format!(
+                    "{label}: op {} ({:?}) has {} steps {matching:?}",
+                    op.id(),
+                    op.effect_kind().unwrap_or("subagent"),
+                    matching.len()
+                ),
+            );
+        }
+    }
+    for op in program.leaves() {
+        let step = step_of(&steps, op);
+        let count = effects.get(&(id.clone(), op.id())).map_or(0, Vec::len);
+        let kinds_ok = effects.get(&(id.clone(), op.id())).is_none_or(|lines| {
+            lines
+                .iter()
+                .all(|l| Some(l.kind.as_str()) == op.effect_kind())
+        });
+        if !kinds_ok {
+            report.violate(
+                "effect log matches the program",
+                &id,
+                format!("{label}: op {} logged a different kind", op.id()),
+            );
+        }
+        let status = step.map(|s| s.status);
+        match op {
+            Op::AtMostOnce { .. } => {
+                if count > 1 {
+                    let pids: Vec<String> = effects
+                        .get(&(id.clone(), op.id()))
+                        .into_iter()
+                        .flatten()
+                        .map(|l| format!("pid {} attempt {}", l.pid, l.attempt))
+                        .collect();
+                    report.violate(
+                        "at-most-once effects run at most once",
+                        &id,
+                        format!(
+                            "{label}: op {} ran {count} times ({pids:?}); step {status:?}",
+                            op.id()
+                        ),
+                    );
+                }
+                if status == Some(StepStatus::Succeeded) && count != 1 {
+                    report.violate(
+                        "a recorded effect ran",
+                        &id,
+                        format!("{label}: op {} succeeded but ran {count} times", op.id()),
+                    );
+                }
+            }
+            Op::Denied { .. } => {
+                if count != 0 {
+                    report.violate(
+                        "a denied tool never runs",
+                        &id,
+                        format!("{label}: op {} ran {count} times", op.id()),
+                    );
+                }
+                if step.is_some_and(|s| s.status != StepStatus::Denied) {
+                    report.violate(
+                        "a denied tool never runs",
+                        &id,
+                        format!("{label}: op {} step is {status:?}", op.id()),
+                    );
+                }
+            }
+            Op::Tool { .. } | Op::Step { .. } | Op::Approval { .. } | Op::Llm { .. } => {
+                if status == Some(StepStatus::Succeeded) && count == 0 {
+                    report.violate(
+                        "a recorded effect ran",
+                        &id,
+                        format!("{label}: op {} succeeded but never ran", op.id()),
+                    );
+                }
+            }
+            Op::Subagent { .. } | Op::Parallel { .. } => {}
+        }
+        if completed {
+            let want = if matches!(op, Op::Denied { .. }) {
+                StepStatus::Denied
+            } else {
+                StepStatus::Succeeded
+            };
+            if status != Some(want) {
+                report.violate(
+                    "a completed execution recorded every effect",
+                    &id,
+                    format!("{label}: op {} step is {status:?}, want {want:?}", op.id()),
+                );
+            }
+        }
+    }
+    match execution.status {
+        ExecutionStatus::Completed => {
+            report.completed += 1;
+            let want = expected_output(program);
+            if execution.output.as_ref() != Some(&want) {
+                report.violate(
+                    "a completed execution has the fault-free output",
+                    &id,
+                    format!(
+                        "{label}: output {} != expected {want}",
+                        execution.output.clone().unwrap_or(Value::Null)
+                    ),
+                );
+            }
+        }
+        ExecutionStatus::Failed => match classify(inputs, execution, &steps) {
+            Ok(class) => {
+                *report.failed.entry(class.to_owned()).or_default() += 1;
+                report
+                    .failed_examples
+                    .entry(class.to_owned())
+                    .or_insert_with(|| format!("{id}: {}", execution.failure_reason));
+            }
+            Err(detail) => {
+                *report.failed.entry("unexplained".to_owned()).or_default() += 1;
+                report.violate(
+                    "failed only with reasons the faults explain",
+                    &id,
+                    format!("{label}: {detail}"),
+                );
+            }
+        },
+        status if status.is_terminal() => {
+            report.violate(
+                "failed only with reasons the faults explain",
+                &id,
+                format!("{label}: ended {status:?} (nothing cancels)"),
+            );
+        }
+        _ => {}
+    }
+    // Children, through the spawn steps' ids (a subagent's `spawned_by`).
+    let mut children = Vec::new();
+    let subagent_ops: Vec<(&Op, &Program)> = program
+        .ops
+        .iter()
+        .filter_map(|op| match op {
+            Op::Subagent { program, .. } => Some((op, program)),
+            _ => None,
+        })
+        .collect();
+    if !subagent_ops.is_empty() {
+        for candidate in inputs.kernel_children(&id) {
+            let Some(child) = inputs.kernel.execution(candidate) else {
+                continue;
+            };
+            let Some((_, child_program)) = subagent_ops.iter().find(|(op, _)| {
+                step_of(&steps, op).map(|s| s.step_id.as_str())
+                    == child.spawned_by.as_ref().map(|s| s.step_id.as_str())
+            }) else {
+                report.violate(
+                    "subagents match the program",
+                    &candidate.to_string(),
+                    format!("{label}: a child of no spawn step"),
+                );
+                continue;
+            };
+            if child.input != serde_json::to_value(child_program).unwrap_or_default() {
+                report.violate(
+                    "subagents match the program",
+                    &candidate.to_string(),
+                    format!("{label}: child input differs from its program"),
+                );
+            }
+            children.push((candidate, (*child_program).clone()));
+        }
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        for (_, p) in &children {
+            *seen.entry(p.label.clone()).or_default() += 1;
+        }
+        for (child_label, n) in seen.into_iter().filter(|(_, n)| *n > 1) {
+            report.violate(
+                "one child per subagent call",
+                &id,
+                format!("{label}: {n} children for {child_label}"),
+            );
+        }
+    }
+    children
+}
+
+impl Inputs<'_> {
+    /// Executions spawned by `parent` (the driver indexes them from the kernel's list).
+    fn kernel_children(&self, parent: &str) -> Vec<Uuid> {
+        self.children.get(parent).cloned().unwrap_or_default()
+    }
+}
+
+/// No settle call of a superseded attempt was accepted.
+fn check_fencing(inputs: &Inputs<'_>, report: &mut Report) {
+    for call in inputs.ledger.settles() {
+        let accepted = (200..300).contains(&call.status)
+            && (call.kind.starts_with("execution.") || call.decision == "recorded");
+        *report
+            .settles
+            .entry(format!("{} {} {}", call.kind, call.status, call.decision))
+            .or_default() += 1;
+        let superseded =
+            inputs
+                .ledger
+                .superseding_claim(&call.dispatch_id, call.attempt, call.sent_at);
+        if !accepted {
+            if superseded.is_some() {
+                report.fenced += 1;
+            }
+            continue;
+        }
+        if let Some(claim) =
+            inputs
+                .ledger
+                .superseding_claim(&call.dispatch_id, call.attempt, call.sent_at)
+        {
+            report.violate(
+                "no settle from a superseded lease is accepted",
+                &claim.execution_id,
+                format!(
+                    "{} {} (slot {}) with attempt {} answered {} {:?}, sent {:?} after attempt {} was claimed",
+                    call.kind,
+                    call.path,
+                    call.slot,
+                    call.attempt,
+                    call.status,
+                    call.decision,
+                    call.sent_at.saturating_duration_since(claim.seen_at),
+                    claim.attempt
+                ),
+            );
+        }
+    }
+}
