@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::failure::{failure_reason, input_invalid};
 use super::handler::ErasedHandler;
 use crate::context::ExecutionContext;
-use crate::error::{Error, ErrorKind, HandlerError};
+use crate::error::{Error, ErrorKind, HandlerError, error_chain};
 use crate::kernel::{KernelClient, Lease};
 use crate::panic::catch_panic;
 use crate::refusal::raise_for_refusal;
@@ -30,12 +30,13 @@ pub(crate) async fn run_dispatch(
 ) {
     let execution = match kernel.get_execution(execution_id).await {
         Ok(execution) => execution,
-        Err(error) => return log_stop(&error, "could not fetch the execution"),
+        Err(error) => return log_stop(&kernel, &error, "could not fetch the execution"),
     };
     if execution.status.is_terminal() {
         tracing::debug!(status = ?execution.status, "execution already terminal; nothing to do");
         return;
     }
+    tracing::info!(status = ?execution.status, "run started");
     let context = ExecutionContext::new(kernel, &execution, lease, deadline);
     let ending = match handler.start(execution.input) {
         Ok(run) => {
@@ -94,7 +95,9 @@ async fn heartbeat_loop(context: &ExecutionContext) -> Error {
         {
             Ok(()) => tracing::trace!("lease renewed"),
             Err(error) if error.is_control_flow() => return context.note(error),
-            Err(error) => tracing::warn!(%error, "heartbeat failed; will retry"),
+            Err(error) => {
+                tracing::warn!(error = error_chain(&error), "heartbeat failed; will retry")
+            }
         }
     }
 }
@@ -112,7 +115,10 @@ fn ending(context: &ExecutionContext, outcome: Result<Value, HandlerError>) -> E
     if context.kernel_lost() {
         // A step submit cut mid-exchange has an unknown outcome and is not resent; the next
         // attempt submits it afresh, and the kernel settles what the first one left.
-        tracing::warn!(%error, "run failed after the kernel stopped answering; leaving it to the re-delivery");
+        tracing::warn!(
+            error = error_chain(error.as_dyn()),
+            "run failed after the kernel stopped answering; leaving it to the re-delivery"
+        );
         return Ending::Stop(error.as_rebuno().map_or_else(
             || Error::new(ErrorKind::Network, "kernel unreachable"),
             Error::clone_shallow,
@@ -143,29 +149,41 @@ async fn record(context: &ExecutionContext, ending: Ending) {
                 tracing::warn!(%error, "checkpoint on completion failed; the resources stay uncovered");
             }
             let state = context.state();
-            kernel
+            let written = kernel
                 .complete_execution(context.id(), context.lease(), &output, state.as_ref())
-                .await
+                .await;
+            if written.is_ok() {
+                tracing::info!("execution completed");
+            }
+            written
         }
         Ending::Failure(reason) => {
-            kernel
+            let written = kernel
                 .fail_execution(context.id(), context.lease(), &reason)
-                .await
+                .await;
+            if written.is_ok() {
+                tracing::info!(reason, "execution failed");
+            }
+            written
         }
         Ending::Stop(stop) => {
-            return tracing::debug!(kind = ?stop.kind(), "dispatch ended by control flow");
+            return tracing::info!(kind = ?stop.kind(), "dispatch ended without an outcome; the kernel goes on from here");
         }
     };
     if let Err(error) = written {
-        log_stop(&error, "could not record the outcome");
+        log_stop(kernel, &error, "could not record the outcome");
     }
 }
 
-fn log_stop(error: &Error, what: &str) {
+fn log_stop(kernel: &KernelClient, error: &Error, what: &str) {
     match error.kind() {
         ErrorKind::Terminated | ErrorKind::LeaseSuperseded => {
             tracing::debug!(%error, "{what}: dispatch no longer current")
         }
-        _ => tracing::error!(%error, "{what}; the kernel will re-deliver"),
+        _ => tracing::error!(
+            error = error_chain(error),
+            kernel = kernel.url(),
+            "{what}; the kernel will re-deliver"
+        ),
     }
 }

@@ -74,6 +74,11 @@ impl KernelClient {
         }
     }
 
+    /// The kernel's URL as configured, for log lines.
+    pub(crate) fn url(&self) -> String {
+        self.inner.base.as_string()
+    }
+
     /// A client of the same kernel, authenticated with `REBUNO_API_KEY` (for subagents).
     pub(crate) fn default_client(&self) -> crate::Client {
         let token = crate::config::env("REBUNO_API_KEY").map(Secret::new);

@@ -114,6 +114,15 @@ fn other(error: http::Error) -> TransportError {
 }
 
 fn classify(error: reqwest::Error) -> TransportError {
+    if lacks_tls(&error) {
+        return TransportError::new(
+            TransportErrorKind::Connect,
+            format!(
+                "{}: https needs TLS, and reqwest was built without it: enable rebuno's `rustls` feature",
+                crate::error::error_chain(&error)
+            ),
+        );
+    }
     let kind = if error.is_timeout() {
         TransportErrorKind::Timeout
     } else if is_connect(&error) {
@@ -122,6 +131,18 @@ fn classify(error: reqwest::Error) -> TransportError {
         TransportErrorKind::Other
     };
     TransportError::new(kind, error)
+}
+
+/// Whether `error` is reqwest refusing an `https://` URL for want of a TLS backend.
+fn lacks_tls(error: &reqwest::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(cause) = source {
+        if cause.to_string().contains("scheme is not http") {
+            return true;
+        }
+        source = cause.source();
+    }
+    false
 }
 
 #[cfg(not(target_arch = "wasm32"))]

@@ -254,11 +254,10 @@ async fn a_lost_submit_answer_ends_the_dispatch_instead_of_failing_the_execution
         .unwrap();
     // Safe to retry: an at-most-once tool would come back `indeterminate` instead, since the
     // kernel cannot know whether the first attempt ran it.
-    let charge = define_tool("charge")
-        .execute(move |args: Charge| {
-            counter.fetch_add(1, Ordering::SeqCst);
-            async move { Ok::<_, HandlerError>(args.cents) }
-        });
+    let charge = define_tool("charge").execute(move |args: Charge| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        async move { Ok::<_, HandlerError>(args.cents) }
+    });
     agent.bind(move |_: Value| {
         let charge = charge.clone();
         async move { Ok::<_, HandlerError>(charge.call(Charge { cents: 7 }).await?) }
