@@ -2,11 +2,11 @@
 //! run of that request id are done, so Lambda does not freeze the sandbox under the run.
 
 use std::convert::Infallible;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lambda_extension::{Extension, InvokeEvent, LambdaEvent, NextEvent, RegisteredExtension};
 use lambda_runtime::tower::Service;
 
+use crate::deadline::{DeadlinePolicy, time_left, unix_millis};
 use crate::error::Error;
 use crate::holds::Holds;
 
@@ -42,7 +42,12 @@ pub(crate) async fn register(
 /// there anyway, and an emulator that lost the runtime's side must not hang forever.
 async fn wait_for_release(holds: &Holds, invoke: &InvokeEvent) {
     let request_id = invoke.request_id.as_str();
-    let budget = time_left(invoke.deadline_ms, unix_millis());
+    let now = unix_millis();
+    // Never hold longer than Lambda's longest invocation, whatever an emulator sends.
+    let deadline = DeadlinePolicy::Follow
+        .resolve(invoke.deadline_ms, now)
+        .unwrap_or_else(|| now.saturating_add(MAX_HOLD_MS));
+    let budget = time_left(deadline, now);
     tracing::debug!(
         request_id,
         ?budget,
@@ -60,22 +65,14 @@ async fn wait_for_release(holds: &Holds, invoke: &InvokeEvent) {
     }
 }
 
-/// Time until `deadline_ms` (Unix milliseconds), zero when past.
-fn time_left(deadline_ms: u64, now_ms: u64) -> Duration {
-    Duration::from_millis(deadline_ms.saturating_sub(now_ms))
-}
-
-fn unix_millis() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| {
-            u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
-        })
-}
+/// The longest a hold may last when the deadline cannot be read: Lambda's 15-minute limit.
+const MAX_HOLD_MS: u64 = 15 * 60 * 1000;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::time::Duration;
 
     #[test]
     fn time_left_saturates() {

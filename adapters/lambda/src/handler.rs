@@ -17,6 +17,7 @@ use rebuno::{Agent, Body, Dispatch};
 use tracing::Instrument;
 
 use crate::BackgroundMode;
+use crate::deadline::{DeadlinePolicy, unix_millis};
 use crate::holds::Holds;
 
 /// Where acknowledged runs go.
@@ -69,12 +70,19 @@ pub(crate) struct Handler {
     agent: Agent,
     continuation: Continuation,
     deadline_margin: Duration,
+    deadline_policy: DeadlinePolicy,
 }
 
 impl Handler {
-    pub(crate) fn new(agent: Agent, continuation: Continuation, deadline_margin: Duration) -> Self {
+    pub(crate) fn new(
+        agent: Agent,
+        continuation: Continuation,
+        deadline_margin: Duration,
+        deadline_policy: DeadlinePolicy,
+    ) -> Self {
         Self {
             agent,
+            deadline_policy,
             continuation,
             deadline_margin,
         }
@@ -89,7 +97,11 @@ impl Handler {
         // The run yields before its next step near the invocation's deadline (Lambda freezes
         // the sandbox there); the kernel re-delivers and the next invocation replays.
         let deadline = context
-            .map(|context| Deadline::at_unix_millis(context.deadline).margin(self.deadline_margin));
+            .and_then(|context| {
+                self.deadline_policy
+                    .resolve(context.deadline, unix_millis())
+            })
+            .map(|at| Deadline::at_unix_millis(at).margin(self.deadline_margin));
         let mut request = to_bytes_request(request);
         if let Some(deadline) = deadline {
             request.extensions_mut().insert(deadline);

@@ -66,6 +66,7 @@
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod deadline;
 mod error;
 mod extension;
 mod handler;
@@ -80,6 +81,7 @@ use lambda_runtime::tower::Service;
 use lambda_runtime::{LambdaInvocation, Runtime};
 use rebuno::{Agent, BoxError};
 
+use crate::deadline::DeadlinePolicy;
 pub use crate::error::{Error, ErrorKind};
 use crate::handler::{Continuation, Handler};
 use crate::holds::Holds;
@@ -127,6 +129,7 @@ pub fn run(agent: Agent) -> Run {
         mode: BackgroundMode::default(),
         extension_name: DEFAULT_EXTENSION_NAME.to_owned(),
         deadline_margin: rebuno::rt::Deadline::DEFAULT_MARGIN,
+        deadline_policy: DeadlinePolicy::Follow,
     }
 }
 
@@ -145,6 +148,7 @@ pub struct Run {
     mode: BackgroundMode,
     extension_name: String,
     deadline_margin: Duration,
+    deadline_policy: DeadlinePolicy,
 }
 
 impl Run {
@@ -169,6 +173,18 @@ impl Run {
         self
     }
 
+    /// Gives runs no deadline, whatever the invocation's says. For emulators whose deadline
+    /// means nothing; on Lambda itself a run then keeps starting steps until the sandbox is
+    /// frozen, and a step cut there runs again on the re-delivery.
+    ///
+    /// Without this, a deadline that is not a Unix timestamp near now is read as the time left
+    /// when it is at most 15 minutes (as `cargo lambda watch` sends it) and ignored otherwise,
+    /// with a warning either way.
+    pub fn ignore_deadline(mut self) -> Self {
+        self.deadline_policy = DeadlinePolicy::Ignore;
+        self
+    }
+
     async fn start(self) -> Result<(), Error> {
         check_environment(|name| std::env::var(name).ok())?;
         let holds = Holds::default();
@@ -176,6 +192,7 @@ impl Run {
             self.agent,
             Continuation::new(self.mode, &holds),
             self.deadline_margin,
+            self.deadline_policy,
         );
         let runtime =
             lambda_http::runtime(handler).layer(lambda_runtime::layers::TracingLayer::new());
