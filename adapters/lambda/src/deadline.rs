@@ -1,9 +1,9 @@
 //! Reading the invocation deadline, which not every emulator sends as Lambda does.
 //!
-//! Lambda sends `Lambda-Runtime-Deadline-Ms` as Unix milliseconds. `cargo lambda watch` sends
-//! the time left instead (600000 for its default timeout), which read as a timestamp falls in
-//! 1970: every run would yield before its first step, and the execution would end
-//! `dispatch_exhausted`.
+//! Lambda sends `Lambda-Runtime-Deadline-Ms` as Unix milliseconds. Emulators differ:
+//! `cargo lambda watch` has sent the time left (600000 for its default timeout) and, in 1.9,
+//! sends 0. Read as a timestamp either falls in 1970: every run would yield before its first
+//! step, and the execution would end `dispatch_exhausted`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -30,6 +30,10 @@ impl DeadlinePolicy {
         let latest = now_ms.saturating_add(MAX_INVOCATION_MS);
         if (earliest..=latest).contains(&raw_ms) {
             return Some(raw_ms);
+        }
+        if raw_ms == 0 {
+            warn_once(raw_ms, "read as no deadline (cargo lambda 1.9 sends 0)");
+            return None;
         }
         if raw_ms <= MAX_INVOCATION_MS {
             warn_once(
@@ -86,6 +90,7 @@ mod tests {
     fn an_emulators_time_left_counts_from_now() {
         let policy = DeadlinePolicy::Follow;
         assert_eq!(policy.resolve(600_000, NOW), Some(NOW + 600_000));
+        assert_eq!(policy.resolve(0, NOW), None, "zero means none");
     }
 
     #[test]
