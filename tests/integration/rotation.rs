@@ -176,12 +176,19 @@ async fn a_secret_rotated_during_a_running_execution_loses_nothing() {
         running.push(created.id);
     }
     let (stays, moves) = (running[0], running[1]);
+    // Both first steps recorded (not just run: a re-delivery before the record would run the
+    // step again, rightly).
+    let recorded = |id| kernel.events(id).iter().any(|e| e.kind == "step.succeeded");
     for _ in 0..500 {
-        if ran_first.load(Ordering::SeqCst) == 2 {
+        if recorded(stays) && recorded(moves) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    assert!(
+        recorded(stays) && recorded(moves),
+        "both first steps recorded"
+    );
     assert_eq!(ran_first.load(Ordering::SeqCst), 2, "both first steps ran");
 
     kernel.rotate_secret("keeper", NEW).expect("rotate");
