@@ -146,7 +146,11 @@ impl LlmStep {
                 .await;
             if let Err(error) = sent {
                 tracing::debug!(%error, step_id = %self.id, seq = delta.seq, "stream delta not published");
-                let _ = context.note(error);
+                // Deltas are best effort: only control flow (a superseded lease) counts here, and
+                // an unanswered publish must not mark the kernel lost for the whole run.
+                if error.is_control_flow() {
+                    let _ = context.note(error);
+                }
                 return;
             }
         }
