@@ -1,5 +1,5 @@
 //! A human approval: the policy holds `send_email` until someone grants it through
-//! `rebuno::Client`; the execution blocks, then resumes and sends exactly once.
+//! `rebuno::client::Client`; the execution blocks, then resumes and sends exactly once.
 //!
 //! Run with: `cargo run --example approval`
 
@@ -8,7 +8,8 @@ mod common;
 
 use std::time::Duration;
 
-use rebuno::{Client, HandlerError, Idempotency, define_tool};
+use rebuno::client::Client;
+use rebuno::{HandlerError, Idempotency, define_tool};
 use rebuno_devkernel::DevKernel;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -33,16 +34,14 @@ struct Email {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     common::init_logs();
     let kernel = DevKernel::start().await?;
-    let agent = common::agent(&kernel, "mailer")?;
     let send = define_tool("send_email")
         .idempotency(Idempotency::AtMostOnce)
         .execute(|email: Email| async move {
             println!("(sending to {})", email.to);
             Ok::<_, HandlerError>(format!("sent to {}", email.to))
         });
-    agent.bind(move |to: String| {
-        let send = send.clone();
-        async move {
+    let agent = common::agent(&kernel, "mailer")
+        .handler_with_state(send, |send, to: String| async move {
             Ok::<_, HandlerError>(
                 send.call(Email {
                     to,
@@ -50,8 +49,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 })
                 .await?,
             )
-        }
-    });
+        })
+        .build()?;
     common::serve(&kernel, agent, Some(POLICY)).await?;
 
     let client = Client::builder().base_url(kernel.url()).build()?;
@@ -61,7 +60,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .send()
         .await?;
     let approval = loop {
-        if let Some(approval) = client.approvals(None).await?.into_iter().next() {
+        if let Some(approval) = client.approvals().send().await?.into_iter().next() {
             break approval;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;

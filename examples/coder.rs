@@ -23,10 +23,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use model::Reply;
+use rebuno::client::Client;
 use rebuno::resource::drivers::{DirectoryWorkspace, Workspace};
 use rebuno::resource::{Checkpoints, resource};
-use rebuno::{Client, DynTool, HandlerError, Tool, define_tool};
-use rebuno_devkernel::{CreateExecution, DevKernel};
+use rebuno::{DynTool, HandlerError, Tool, define_tool};
+use rebuno_devkernel::{DevKernel, NewExecution};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -206,20 +207,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let model = Model(model::endpoint(script).await?);
     println!("model: {} at {}", model.0.name, model.0.base_url);
 
-    let agent = common::agent(&kernel, "coder")?;
-    agent.bind(move |input: Value| {
-        let (driver, model) = (driver.clone(), model.clone());
-        let task = input["task"]
-            .as_str()
-            .unwrap_or("write fizzbuzz")
-            .to_owned();
-        coder(driver, model, task)
-    });
+    let agent = common::agent(&kernel, "coder")
+        .handler_with_state((driver, model), |(driver, model), input: Value| {
+            let task = input["task"]
+                .as_str()
+                .unwrap_or("write fizzbuzz")
+                .to_owned();
+            coder(driver, model, task)
+        })
+        .build()?;
     common::serve(&kernel, agent, None).await?;
 
     let input = json!({ "task": "write fizzbuzz in Rust" });
     let created = kernel
-        .create_execution(CreateExecution::new("coder", input))
+        .create_execution(NewExecution::new("coder", input))
         .await?;
     let done = common::finish(&kernel, created.id).await?;
     common::report(&done, &kernel.events(done.id));
@@ -240,7 +241,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .get(1) // [0] is the baseline of the empty workspace
         .ok_or("no checkpoint after the fifth write")?
         .covered_seq;
-    let fork = client.fork(&id, at, None, None).await?;
+    let fork = client.fork(&id, at).send().await?;
     println!("\nforked at seq {at} as {}", fork.id);
     if let Some(restoration) = &fork.restoration {
         println!("restoration: {restoration}");

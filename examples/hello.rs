@@ -12,8 +12,8 @@
 #[path = "common/mod.rs"]
 mod common;
 
-use rebuno::{Agent, HandlerError, Tool, define_tool, step};
-use rebuno_devkernel::{CreateExecution, DevKernel};
+use rebuno::{Agent, AgentBuilder, HandlerError, Tool, define_tool, step};
+use rebuno_devkernel::{DevKernel, NewExecution};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::net::TcpListener;
@@ -40,26 +40,21 @@ fn tools() -> (Tool<Lookup, String>, Tool<Lookup, u32>) {
     (greeting, lucky)
 }
 
-fn bind(agent: &Agent) {
-    let (greeting, lucky) = tools();
-    agent.bind(move |input: Input| {
-        let (greeting, lucky) = (greeting.clone(), lucky.clone());
-        async move {
-            let text = greeting
-                .call(Lookup {
-                    name: input.name.clone(),
-                })
-                .await?;
-            let number = lucky.call(Lookup { name: input.name }).await?;
-            let run_id = step("run_id", || async {
-                Ok::<_, HandlerError>(rebuno::execution()?.id().to_owned())
+/// The handler, with the tools as its state (each run gets a clone).
+fn with_handler(agent: AgentBuilder) -> AgentBuilder {
+    agent.handler_with_state(tools(), |(greeting, lucky), input: Input| async move {
+        let text = greeting
+            .call(Lookup {
+                name: input.name.clone(),
             })
             .await?;
-            Ok::<_, HandlerError>(
-                json!({ "greeting": text, "lucky_number": number, "run": run_id }),
-            )
-        }
-    });
+        let number = lucky.call(Lookup { name: input.name }).await?;
+        let run_id = step("run_id", || async {
+            Ok::<_, HandlerError>(rebuno::execution()?.id().to_owned())
+        })
+        .await?;
+        Ok::<_, HandlerError>(json!({ "greeting": text, "lucky_number": number, "run": run_id }))
+    })
 }
 
 #[tokio::main]
@@ -75,8 +70,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// Serves against an external kernel until Ctrl-C.
 async fn serve_only() -> Result<(), Box<dyn std::error::Error>> {
-    let agent = Agent::builder("hello").build()?;
-    bind(&agent);
+    let agent = with_handler(Agent::builder("hello")).build()?;
     let port = std::env::var("PORT").unwrap_or_else(|_| "5000".into());
     let listener = TcpListener::bind(format!("0.0.0.0:{port}")).await?;
     println!(
@@ -95,13 +89,12 @@ async fn serve_only() -> Result<(), Box<dyn std::error::Error>> {
 /// Starts the dev kernel in-process and runs one execution end to end.
 async fn run_embedded() -> Result<(), Box<dyn std::error::Error>> {
     let kernel = DevKernel::start().await?;
-    let agent = common::agent(&kernel, "hello")?;
-    bind(&agent);
+    let agent = with_handler(common::agent(&kernel, "hello")).build()?;
     common::serve(&kernel, agent, None).await?;
     println!("dev kernel at {}", kernel.url());
 
     let created = kernel
-        .create_execution(CreateExecution::new("hello", json!({ "name": "Ada" })))
+        .create_execution(NewExecution::new("hello", json!({ "name": "Ada" })))
         .await?;
     let done = common::finish(&kernel, created.id).await?;
     common::report(&done, &kernel.events(done.id));

@@ -1,6 +1,6 @@
 //! MCP tools under policy: an agent works in a directory through the reference filesystem MCP
 //! server (`@modelcontextprotocol/server-filesystem`, over stdio). Reads run freely; the policy
-//! holds every write until someone grants it through `rebuno::Client`. The execution blocks,
+//! holds every write until someone grants it through `rebuno::client::Client`. The execution blocks,
 //! then resumes: the reads replay from the record and the write runs exactly once.
 //!
 //! Run with (offline after the setup script has installed the pinned servers):
@@ -17,9 +17,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use rebuno::client::Client;
 use rebuno::mcp::McpOptions;
 use rebuno::mcp::rmcp::McpClient;
-use rebuno::{Client, DynTool, HandlerError, Idempotency};
+use rebuno::{DynTool, HandlerError, Idempotency};
 use rebuno_devkernel::DevKernel;
 use serde_json::{Value, json};
 
@@ -120,8 +121,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("filesystem MCP server on {}", dir.display());
 
     let kernel = DevKernel::start().await?;
-    let agent = common::agent(&kernel, "librarian")?;
-    agent.bind(move |dir: String| files.clone().summarize(dir));
+    let agent = common::agent(&kernel, "librarian")
+        .handler_with_state(files, |files: Files, dir: String| files.summarize(dir))
+        .build()?;
     common::serve(&kernel, agent, Some(POLICY)).await?;
 
     let client = Client::builder().base_url(kernel.url()).build()?;
@@ -131,7 +133,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .send()
         .await?;
     let approval = loop {
-        if let Some(approval) = client.approvals(None).await?.into_iter().next() {
+        if let Some(approval) = client.approvals().send().await?.into_iter().next() {
             break approval;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -25,7 +25,7 @@ use async_openai::types::chat::{
     CreateChatCompletionRequestArgs,
 };
 use futures_util::StreamExt;
-use rebuno::{Agent, HandlerError};
+use rebuno::{AgentBuilder, HandlerError};
 use rebuno_devkernel::DevKernel;
 use serde::Deserialize;
 use serde_json::json;
@@ -38,9 +38,8 @@ struct Input {
 }
 
 /// The agent: one streamed chat completion, printed as it arrives.
-fn bind(agent: &Agent, openai: OpenAI, model: String) {
-    agent.bind(move |input: Input| {
-        let (openai, model) = (openai.clone(), model.clone());
+fn with_handler(agent: AgentBuilder, openai: OpenAI, model: String) -> AgentBuilder {
+    agent.handler_with_state((openai, model), |(openai, model), input: Input| {
         async move {
             let request = CreateChatCompletionRequestArgs::default()
                 .model(model)
@@ -69,7 +68,7 @@ fn bind(agent: &Agent, openai: OpenAI, model: String) {
             println!();
             Ok::<_, HandlerError>(json!({ "answer": answer }))
         }
-    });
+    })
 }
 
 /// What the offline stand-in model answers.
@@ -88,8 +87,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     let kernel = DevKernel::start().await?;
-    let agent = common::agent(&kernel, "openai_chat")?;
-    bind(&agent, openai, endpoint.name.clone());
+    let agent = with_handler(
+        common::agent(&kernel, "openai_chat"),
+        openai,
+        endpoint.name.clone(),
+    )
+    .build()?;
     model::ask_once(
         kernel,
         agent,

@@ -7,7 +7,7 @@
 mod common;
 
 use rebuno::{HandlerError, define_tool};
-use rebuno_devkernel::{CreateExecution, DevKernel};
+use rebuno_devkernel::{DevKernel, NewExecution};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -28,7 +28,6 @@ struct Command {
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     common::init_logs();
     let kernel = DevKernel::start().await?;
-    let agent = common::agent(&kernel, "ops")?;
     let shell = define_tool("shell")
         .description("Run a shell command")
         .execute(|args: Command| async move { Ok::<_, HandlerError>(format!("ran {}", args.cmd)) });
@@ -38,19 +37,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .execute(|args: Command| async move {
                 Ok::<_, HandlerError>(format!("contents of {}", args.cmd))
             });
-    agent.bind(move |_: Value| {
-        let (shell, read) = (shell.clone(), read.clone());
-        async move {
+    let agent = common::agent(&kernel, "ops")
+        .handler_with_state((shell, read), |(shell, read), _: Value| async move {
             // The way an LLM framework calls tools: JSON in, JSON out; a denial is a result.
             let refused = shell.call_json(json!({ "cmd": "rm -rf /" })).await?;
             let allowed = read.call_json(json!({ "cmd": "README.md" })).await?;
             Ok::<_, HandlerError>(json!({ "shell": refused, "read_file": allowed }))
-        }
-    });
+        })
+        .build()?;
     common::serve(&kernel, agent, Some(POLICY)).await?;
 
     let created = kernel
-        .create_execution(CreateExecution::new("ops", json!({})))
+        .create_execution(NewExecution::new("ops", json!({})))
         .await?;
     let done = common::finish(&kernel, created.id).await?;
     common::report(&done, &kernel.events(done.id));

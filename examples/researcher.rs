@@ -7,7 +7,7 @@
 mod common;
 
 use rebuno::{HandlerError, Subagent, define_tool, execution};
-use rebuno_devkernel::{CreateExecution, DevKernel};
+use rebuno_devkernel::{DevKernel, NewExecution};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -21,15 +21,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     common::init_logs();
     let kernel = DevKernel::start().await?;
 
-    let researcher = common::agent(&kernel, "researcher")?;
-    researcher.bind(|input: Topic| async move {
-        let turn = rebuno::previous().await?["turns"].as_u64().unwrap_or(0) + 1;
-        execution()?.set_state(json!({ "turns": turn }))?;
-        Ok::<_, HandlerError>(json!({ "topic": input.topic, "summary": format!("notes on {}", input.topic), "turn": turn }))
-    });
+    let researcher = common::agent(&kernel, "researcher")
+        .handler(|input: Topic| async move {
+            let turn = rebuno::previous().await?["turns"].as_u64().unwrap_or(0) + 1;
+            execution()?.set_state(json!({ "turns": turn }))?;
+            Ok::<_, HandlerError>(json!({ "topic": input.topic, "summary": format!("notes on {}", input.topic), "turn": turn }))
+        })
+        .build()?;
     common::serve(&kernel, researcher, None).await?;
 
-    let lead = common::agent(&kernel, "lead")?;
     let research = define_tool("research")
         .description("Research a topic with a subagent")
         .execute(|args: Topic| async move {
@@ -42,19 +42,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     .await?,
             )
         });
-    lead.bind(move |topics: Vec<String>| {
-        let research = research.clone();
-        async move {
+    let lead = common::agent(&kernel, "lead")
+        .handler_with_state(research, |research, topics: Vec<String>| async move {
             let calls = topics
                 .into_iter()
                 .map(|topic| research.call(Topic { topic }));
             Ok::<_, HandlerError>(futures_util::future::try_join_all(calls).await?)
-        }
-    });
+        })
+        .build()?;
     common::serve(&kernel, lead, None).await?;
 
     let created = kernel
-        .create_execution(CreateExecution::new("lead", json!(["leases", "replay"])))
+        .create_execution(NewExecution::new("lead", json!(["leases", "replay"])))
         .await?;
     let done = common::finish(&kernel, created.id).await?;
     common::report(&done, &kernel.events(done.id));

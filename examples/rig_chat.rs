@@ -22,7 +22,7 @@ mod model;
 
 use futures_util::StreamExt;
 use rebuno::rig::Durable;
-use rebuno::{Agent, HandlerError};
+use rebuno::{AgentBuilder, HandlerError};
 use rebuno_devkernel::DevKernel;
 use rig_core::completion::CompletionRequest;
 use rig_core::providers::openai::{OpenAI, OpenAIConfig};
@@ -37,8 +37,8 @@ struct Input {
 }
 
 /// The agent: one streamed chat completion, printed as it arrives.
-fn bind(agent: &Agent, openai: OpenAI, model: String) {
-    agent.bind(move |input: Input| {
+fn with_handler(agent: AgentBuilder, openai: OpenAI, model: String) -> AgentBuilder {
+    agent.handler(move |input: Input| {
         let chat = openai.chat(model.clone());
         async move {
             let request =
@@ -55,7 +55,7 @@ fn bind(agent: &Agent, openai: OpenAI, model: String) {
             println!();
             Ok::<_, HandlerError>(json!({ "answer": answer }))
         }
-    });
+    })
 }
 
 /// What the offline stand-in model answers.
@@ -72,8 +72,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .connect(Durable::new(ReqwestClient::default()));
 
     let kernel = DevKernel::start().await?;
-    let agent = common::agent(&kernel, "rig_chat")?;
-    bind(&agent, openai, endpoint.name.clone());
+    let agent = with_handler(
+        common::agent(&kernel, "rig_chat"),
+        openai,
+        endpoint.name.clone(),
+    )
+    .build()?;
     model::ask_once(
         kernel,
         agent,

@@ -9,7 +9,7 @@
 //! live and recorded, and a call the kernel refuses comes back as an HTTP error that
 //! async-openai reports as [`OpenAIError::ApiError`] with type `rebuno_refusal`, so `?` in a
 //! handler fails the execution with the refusal's reason (see
-//! [`raise_for_refusal`](crate::raise_for_refusal)).
+//! [`raise_for_refusal`](crate::llm::raise_for_refusal)).
 //!
 //! ```no_run
 //! use async_openai::config::OpenAIConfig;

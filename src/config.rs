@@ -35,10 +35,22 @@ pub(crate) fn runtime(runtime: Option<Runtime>, problems: &mut Vec<String>) -> O
 }
 
 /// The transport, defaulting to reqwest with feature `reqwest`, or a recorded problem.
+///
+/// The default transport cannot speak TLS on native targets without feature `rustls`, so an
+/// `https://` kernel URL is refused here rather than failing every request at run time.
 pub(crate) fn transport(
     transport: Option<SharedTransport>,
+    base: Option<&BaseUrl>,
     problems: &mut Vec<String>,
 ) -> Option<SharedTransport> {
+    if transport.is_none() && base.is_some_and(BaseUrl::is_https) && !DEFAULT_TRANSPORT_HAS_TLS {
+        problems.push(
+            "kernel URL is https:// but feature `rustls` is off: enable it \
+             (rebuno = { features = [\"rustls\"] }) or pass your own .transport()"
+                .to_owned(),
+        );
+        return None;
+    }
     match transport.map(Ok).or_else(default_transport) {
         Some(Ok(transport)) => Some(transport),
         Some(Err(error)) => {
@@ -52,15 +64,19 @@ pub(crate) fn transport(
     }
 }
 
-#[cfg(feature = "rt-tokio")]
+#[cfg(all(feature = "rt-tokio", not(target_arch = "wasm32")))]
 fn default_runtime() -> Option<Runtime> {
     Some(Runtime::tokio())
 }
 
-#[cfg(not(feature = "rt-tokio"))]
+#[cfg(not(all(feature = "rt-tokio", not(target_arch = "wasm32"))))]
 fn default_runtime() -> Option<Runtime> {
     None
 }
+
+/// Whether the default transport can reach an `https://` kernel: with rustls on native, and
+/// always on wasm32, where the JS fetch does TLS.
+const DEFAULT_TRANSPORT_HAS_TLS: bool = cfg!(any(feature = "rustls", target_arch = "wasm32"));
 
 #[cfg(feature = "reqwest")]
 fn default_transport() -> Option<crate::Result<SharedTransport>> {

@@ -14,8 +14,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Errors of the Rebuno SDK.
 ///
 /// Match on [`Error::kind`]; the message text is for people and may change.
-/// [`ErrorKind::Blocked`], [`ErrorKind::Terminated`] and [`ErrorKind::LeaseSuperseded`] are
-/// control flow: propagate them with `?` and the dispatch ends without failing the execution.
+/// The four control-flow kinds, [`ErrorKind::Blocked`], [`ErrorKind::Terminated`],
+/// [`ErrorKind::LeaseSuperseded`] and [`ErrorKind::DeadlineReached`], are not failures:
+/// propagate them with `?` and the dispatch ends without failing the execution.
 pub struct Error {
     inner: Box<Inner>,
 }
@@ -78,6 +79,8 @@ pub enum ErrorKind {
     CheckpointUnavailable,
     /// The kernel answered something this SDK does not understand.
     Protocol,
+    /// A wait the caller bounded ran out of time first (for example [`Client::wait`](crate::client::Client::wait)).
+    Timeout,
 }
 
 impl Error {
@@ -192,7 +195,8 @@ impl Error {
         self.inner.detail.step_id.as_deref()
     }
 
-    /// Whether this is control flow (blocked, terminated, superseded) rather than a failure.
+    /// Whether this is control flow (blocked, terminated, superseded, deadline reached) rather
+    /// than a failure.
     pub fn is_control_flow(&self) -> bool {
         matches!(
             self.kind(),
@@ -377,6 +381,8 @@ mod tests {
         assert!(Error::blocked().is_control_flow());
         assert!(Error::terminated().is_control_flow());
         assert!(Error::superseded().is_control_flow());
+        assert!(Error::new(ErrorKind::DeadlineReached, "deadline").is_control_flow());
         assert!(!Error::new(ErrorKind::Tool, "x").is_control_flow());
+        assert!(!Error::new(ErrorKind::Timeout, "x").is_control_flow());
     }
 }

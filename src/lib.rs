@@ -7,7 +7,7 @@ mod agent;
 #[cfg(feature = "async-openai")]
 pub mod async_openai;
 mod body;
-mod client;
+pub mod client;
 mod config;
 mod context;
 mod error;
@@ -32,10 +32,9 @@ mod wrap;
 
 pub use agent::{Agent, AgentBuilder, Dispatch, ResponseFuture, Route};
 pub use body::Body;
-pub use client::{Client, ClientBuilder, CreateExecution, DeltaStream, ListExecutions, StepDelta};
 pub use context::{ExecutionContext, Scoped, execution, previous};
 pub use error::{BoxError, Error, ErrorKind, HandlerError, Result};
-pub use refusal::{REFUSAL_TYPE, Refusal, RefusalKind, raise_for_refusal};
+pub use resource::resource;
 pub use secret::Secret;
 pub use step::{Step, step};
 pub use subagent::{Subagent, subagent};
@@ -47,13 +46,18 @@ fn _assert_impls() {
     fn clone<T: Clone>() {}
     clone::<Agent>();
     clone::<ExecutionContext>();
-    clone::<Client>();
+    clone::<client::Client>();
     #[cfg(not(target_arch = "wasm32"))]
     {
         fn send_sync<T: Send + Sync>() {}
         send_sync::<Agent>();
         send_sync::<ExecutionContext>();
         send_sync::<Error>();
-        send_sync::<Client>();
+        send_sync::<client::Client>();
     }
 }
+
+/// The README's Rust snippets, compiled as doctests so they cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -112,7 +112,7 @@ impl Refusal {
 /// #     Err(std::io::Error::other(r#"403: {"error":{"type":"rebuno_refusal","message":"rebuno_refusal: denied reason=no_gpt"}}"#))
 /// # }
 /// let refused = provider_call().unwrap_err();
-/// let error = rebuno::raise_for_refusal(&refused).unwrap_err();
+/// let error = rebuno::llm::raise_for_refusal(&refused).unwrap_err();
 /// assert_eq!(error.kind(), rebuno::ErrorKind::Policy);
 /// assert_eq!(error.reason(), Some("no_gpt"));
 /// ```

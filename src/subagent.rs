@@ -85,7 +85,7 @@ impl Subagent {
         })?;
         let client = self
             .client
-            .unwrap_or_else(|| context.kernel().default_client());
+            .unwrap_or_else(|| Client::of_agent(context.kernel()));
         let mut create = client
             .create(&self.agent_id)
             .input(input)

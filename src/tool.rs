@@ -228,7 +228,7 @@ where
     /// * [`ErrorKind::Tool`] when the body fails now or failed when recorded, including the
     ///   `indeterminate` outcome of an interrupted [`Idempotency::AtMostOnce`] call;
     /// * control flow ([`ErrorKind::Blocked`], [`ErrorKind::Terminated`],
-    ///   [`ErrorKind::LeaseSuperseded`]) to propagate with `?`;
+    ///   [`ErrorKind::LeaseSuperseded`], [`ErrorKind::DeadlineReached`]) to propagate with `?`;
     /// * [`ErrorKind::Context`] outside an execution.
     pub async fn call(&self, args: A) -> Result<R> {
         let context = current()

@@ -9,15 +9,15 @@ use serde_json::Value;
 /// The body of a kernel → agent webhook.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
-pub struct WebhookPayload {
+pub(crate) struct WebhookPayload {
     /// The execution to run.
-    pub execution_id: String,
+    pub(crate) execution_id: String,
     /// The dispatch (delivery) this webhook belongs to.
-    pub dispatch_id: String,
+    pub(crate) dispatch_id: String,
     /// The delivery attempt, from 1.
-    pub dispatch_attempt: u64,
+    pub(crate) dispatch_attempt: u64,
     /// The lease period; the agent heartbeats well within it.
-    pub lease_timeout_seconds: f64,
+    pub(crate) lease_timeout_seconds: f64,
 }
 
 /// Status of an execution.
@@ -185,7 +185,7 @@ pub struct StepDecision {
 /// A recorded step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
-pub struct Step {
+pub struct StepRecord {
     /// 64-hex step id.
     pub step_id: String,
     /// The execution it belongs to.
@@ -304,6 +304,37 @@ pub struct ExecutionPage {
     pub next_cursor: Option<String>,
 }
 
+/// Where an [`Approval`] stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ApprovalStatus {
+    /// Waiting for a decision.
+    Pending,
+    /// Granted: the step runs when the execution resumes.
+    Granted,
+    /// Denied: the step's call returns the denial.
+    Denied,
+    /// Nobody decided before its timeout.
+    Expired,
+    /// A status this SDK does not know.
+    #[serde(other)]
+    Unknown,
+}
+
+impl ApprovalStatus {
+    /// The status as the kernel spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Granted => "granted",
+            Self::Denied => "denied",
+            Self::Expired => "expired",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
 /// A human decision a `require_approval` policy rule waits for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -314,8 +345,8 @@ pub struct Approval {
     pub step_id: String,
     /// The execution waiting on it.
     pub execution_id: String,
-    /// `pending`, `granted`, `denied` or `expired`.
-    pub status: String,
+    /// Where the decision stands.
+    pub status: ApprovalStatus,
     /// Who may decide (empty: anyone).
     #[serde(default, deserialize_with = "null_as_empty")]
     pub approvers: Vec<String>,

@@ -1,20 +1,23 @@
 //! [`DevKernel`]: an in-process kernel on a loopback port, with test-harness methods.
 
+use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
 use crate::error::KernelError;
 use crate::kernel::{
-    AgentRequest, Config, CreateExecution, CreateKeyRequest, DecideRequest, ForkRequest, Kernel,
+    AgentRequest, Config, CreateKeyRequest, DecideRequest, ForkRequest, Kernel, NewExecution,
     Principal, Resolution,
 };
 use crate::model::{
-    Agent, Approval, Event, Execution, ExecutionStatus, ForkPoints, IssuedApiKey, ResourceView,
-    Step,
+    AgentRecord, Approval, Event, Execution, ExecutionStatus, ForkPoints, IssuedApiKey,
+    ResourceView, StepRecord,
 };
 use crate::policy::{Policy, PolicyError};
 use crate::store::lock;
@@ -46,7 +49,16 @@ pub enum DevKernelError {
     /// A wait timed out.
     #[error("timed out after {0:?} waiting for execution {1}")]
     Timeout(Duration, Uuid),
+    /// The agent given to [`DevKernel::serve`] could not be built.
+    #[error("agent: {0}")]
+    Agent(#[from] rebuno::Error),
 }
+
+/// The secret [`DevKernel::serve`] gives the agents it serves and registers.
+const SERVE_SECRET: &str = "dev-secret";
+
+/// How long [`DevKernel::run`] waits for an execution to end.
+const RUN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// An agent registration: the body of `POST /v0/agents` plus an optional policy bundle.
 ///
@@ -220,7 +232,7 @@ impl DevKernelBuilder {
     }
 }
 
-fn register(kernel: &Kernel, spec: AgentSpec) -> Result<Agent, DevKernelError> {
+fn register(kernel: &Kernel, spec: AgentSpec) -> Result<AgentRecord, DevKernelError> {
     let policy = match &spec.policy_yaml {
         Some(yaml) => Some(Arc::new(Policy::parse(yaml)?)),
         None => None,
@@ -242,13 +254,13 @@ fn register(kernel: &Kernel, spec: AgentSpec) -> Result<Agent, DevKernelError> {
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), rebuno_devkernel::DevKernelError> {
-/// use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel};
+/// use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
 /// use std::time::Duration;
 ///
 /// let kernel = DevKernel::start().await?;
 /// kernel.register_agent(AgentSpec::new("hello", "http://127.0.0.1:5000/webhook", "dev-secret"))?;
 /// let execution = kernel
-///     .create_execution(CreateExecution::new("hello", serde_json::json!({"name": "Ada"})))
+///     .create_execution(NewExecution::new("hello", serde_json::json!({"name": "Ada"})))
 ///     .await?;
 /// let done = kernel.wait_terminal(execution.id, Duration::from_secs(10)).await?;
 /// println!("{:?}", done.output);
@@ -292,7 +304,7 @@ impl DevKernel {
     /// # Errors
     ///
     /// Validation errors (empty id, URL or secret) and policy compile errors.
-    pub fn register_agent(&self, spec: AgentSpec) -> Result<Agent, DevKernelError> {
+    pub fn register_agent(&self, spec: AgentSpec) -> Result<AgentRecord, DevKernelError> {
         register(&self.kernel, spec)
     }
 
@@ -340,7 +352,7 @@ impl DevKernel {
     /// The same errors the HTTP route maps (unknown agent, invalid session, ...).
     pub async fn create_execution(
         &self,
-        request: CreateExecution,
+        request: NewExecution,
     ) -> Result<Execution, DevKernelError> {
         Ok(self.kernel.create_execution(request, &Principal::Admin)?)
     }
@@ -356,10 +368,96 @@ impl DevKernel {
     }
 
     /// The steps of an execution ordered by step id (empty if unknown).
-    pub fn steps(&self, id: Uuid) -> Vec<Step> {
+    pub fn steps(&self, id: Uuid) -> Vec<StepRecord> {
         self.kernel
             .steps(id, &Principal::Admin, false)
             .unwrap_or_default()
+    }
+
+    /// Builds `agent` against this kernel, serves it with `rebuno-hyper` on `127.0.0.1:0` and
+    /// registers it: the shortest way to a test of an agent.
+    ///
+    /// The builder's base URL is set to [`url`](Self::url) and its secret to `dev-secret`
+    /// (both replace what the builder had); everything else, the handler first, is yours.
+    /// Shut the server down with [`ServedAgent::shutdown`], which waits for in-flight runs.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), rebuno_devkernel::DevKernelError> {
+    /// use rebuno::{Agent, HandlerError};
+    /// use rebuno_devkernel::DevKernel;
+    /// use serde_json::json;
+    ///
+    /// let kernel = DevKernel::start().await?;
+    /// let served = kernel
+    ///     .serve(Agent::builder("hello").handler(|name: String| async move {
+    ///         Ok::<_, HandlerError>(format!("hello, {name}"))
+    ///     }))
+    ///     .await?;
+    /// let done = kernel.run("hello", json!("Ada")).await?;
+    /// assert_eq!(done.output, Some(json!("hello, Ada")));
+    /// served.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`DevKernelError::Agent`] when the builder does not build (no handler, say),
+    /// [`DevKernelError::Bind`] when no port can be bound, and registration errors.
+    pub async fn serve(&self, agent: rebuno::AgentBuilder) -> Result<ServedAgent, DevKernelError> {
+        let agent = agent.base_url(self.url()).secret(SERVE_SECRET).build()?;
+        let addr = SocketAddr::from(([127, 0, 0, 1], 0));
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| DevKernelError::Bind { addr, source })?;
+        let local = listener
+            .local_addr()
+            .map_err(|source| DevKernelError::Bind { addr, source })?;
+        let webhook_url = format!("http://{local}{}", agent.webhook_path());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = rebuno_hyper::serve(listener, agent.clone()).with_graceful_shutdown(async {
+            let _ = stopped.await;
+        });
+        let served = ServedAgent {
+            agent,
+            webhook_url,
+            stop,
+            done: tokio::spawn(server.into_future()),
+        };
+        let spec = AgentSpec::new(served.agent.id(), served.webhook_url(), SERVE_SECRET);
+        match self.register_agent(spec) {
+            Ok(_) => Ok(served),
+            Err(error) => {
+                served.shutdown().await;
+                Err(error)
+            }
+        }
+    }
+
+    /// Creates an execution of `agent_id` with `input` and waits up to 30 s for it to end
+    /// (`completed`, `failed` or `cancelled`); see [`serve`](Self::serve) for an example.
+    /// For a session, a parent or another timeout, use
+    /// [`create_execution`](Self::create_execution) and [`wait_terminal`](Self::wait_terminal).
+    ///
+    /// ```no_run
+    /// # async fn demo(kernel: rebuno_devkernel::DevKernel) -> Result<(), rebuno_devkernel::DevKernelError> {
+    /// let done = kernel.run("hello", serde_json::json!({"name": "Ada"})).await?;
+    /// println!("{:?} {:?}", done.status, done.output);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The errors of [`create_execution`](Self::create_execution) (an unknown agent, ...);
+    /// [`DevKernelError::Timeout`] when the execution is still going after 30 s.
+    pub async fn run(
+        &self,
+        agent_id: &str,
+        input: serde_json::Value,
+    ) -> Result<Execution, DevKernelError> {
+        let created = self
+            .create_execution(NewExecution::new(agent_id, input))
+            .await?;
+        self.wait_terminal(created.id, RUN_TIMEOUT).await
     }
 
     /// Waits until the execution is `completed`, `failed` or `cancelled`.
@@ -542,6 +640,42 @@ impl DevKernel {
                 .is_err()
         {
             server.abort();
+        }
+    }
+}
+
+/// An agent [`DevKernel::serve`] serves on a loopback port and registered with the kernel.
+///
+/// Dropping it stops the server too, without waiting; [`shutdown`](Self::shutdown) waits for
+/// in-flight runs.
+#[derive(Debug)]
+#[must_use = "dropping a ServedAgent stops its server"]
+pub struct ServedAgent {
+    agent: rebuno::Agent,
+    webhook_url: String,
+    stop: oneshot::Sender<()>,
+    done: JoinHandle<std::io::Result<()>>,
+}
+
+impl ServedAgent {
+    /// The agent being served.
+    pub fn agent(&self) -> &rebuno::Agent {
+        &self.agent
+    }
+
+    /// Where the kernel delivers its webhooks, e.g. `http://127.0.0.1:41235/webhook`.
+    pub fn webhook_url(&self) -> String {
+        self.webhook_url.clone()
+    }
+
+    /// Graceful shutdown: stops accepting, then waits for the in-flight runs (up to
+    /// `rebuno-hyper`'s drain timeout). A server error is logged.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(());
+        match self.done.await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::error!(%error, "served agent failed"),
+            Err(error) => tracing::error!(%error, "served agent task failed"),
         }
     }
 }

@@ -8,13 +8,13 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel};
+//! use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
 //! use std::time::Duration;
 //!
 //! let kernel = DevKernel::start().await?;
 //! kernel.register_agent(AgentSpec::new("hello", "http://127.0.0.1:5000/webhook", "dev-secret"))?;
 //! let run = kernel
-//!     .create_execution(CreateExecution::new("hello", serde_json::json!({"name": "Ada"})))
+//!     .create_execution(NewExecution::new("hello", serde_json::json!({"name": "Ada"})))
 //!     .await?;
 //! let done = kernel.wait_terminal(run.id, Duration::from_secs(30)).await?;
 //! for event in kernel.events(run.id) {
@@ -136,12 +136,12 @@ mod store;
 mod usage;
 
 pub use error::KernelError;
-pub use harness::{AgentSpec, DevKernel, DevKernelBuilder, DevKernelError};
-pub use kernel::CreateExecution;
+pub use harness::{AgentSpec, DevKernel, DevKernelBuilder, DevKernelError, ServedAgent};
+pub use kernel::NewExecution;
 pub use manifest::{Manifest, ManifestError};
 pub use model::{
-    Agent, ApiKey, Approval, ApprovalStatus, CheckpointView, Event, Execution, ExecutionStatus,
-    ForkPoints, IssuedApiKey, ResourceView, Restoration, SpawnedBy, Step, StepDecision,
-    StepResource, StepStatus, Timestamp,
+    AgentRecord, ApiKey, Approval, ApprovalStatus, CheckpointView, Event, Execution,
+    ExecutionStatus, ForkPoints, IssuedApiKey, ResourceView, Restoration, SpawnedBy, StepDecision,
+    StepRecord, StepResource, StepStatus, Timestamp,
 };
 pub use policy::{Policy, PolicyError};

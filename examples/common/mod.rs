@@ -5,7 +5,7 @@
 use std::future::IntoFuture;
 use std::time::Duration;
 
-use rebuno::Agent;
+use rebuno::{Agent, AgentBuilder};
 use rebuno_devkernel::{AgentSpec, DevKernel, Event, Execution};
 use tokio::net::TcpListener;
 
@@ -17,12 +17,9 @@ pub(crate) fn init_logs() {
     tracing_subscriber::fmt().with_env_filter(filter).init();
 }
 
-/// An agent configured against the embedded kernel.
-pub(crate) fn agent(kernel: &DevKernel, id: &str) -> Result<Agent, rebuno::Error> {
-    Agent::builder(id)
-        .secret(SECRET)
-        .base_url(kernel.url())
-        .build()
+/// An agent configured against the embedded kernel; add a handler and `build()` it.
+pub(crate) fn agent(kernel: &DevKernel, id: &str) -> AgentBuilder {
+    Agent::builder(id).secret(SECRET).base_url(kernel.url())
 }
 
 /// Serves `agent` on an ephemeral loopback port and registers it (with `policy`, if any).

@@ -77,7 +77,7 @@ pub(crate) async fn ask_once(
     );
     let input = json!({ "question": question });
     let created = kernel
-        .create_execution(rebuno_devkernel::CreateExecution::new(agent_id, input))
+        .create_execution(rebuno_devkernel::NewExecution::new(agent_id, input))
         .await?;
     let done = crate::common::finish(&kernel, created.id).await?;
     crate::common::report(&done, &kernel.events(done.id));

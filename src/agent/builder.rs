@@ -1,16 +1,21 @@
 //! Configuring an [`Agent`].
 
+use std::future::Future;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::{Agent, Config, Inner, Secrets};
+use super::handler::{ErasedHandler, FnHandler, StateHandler};
+use super::{Agent, Config, Inner, Parts, Secrets};
 use crate::Secret;
 use crate::config;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{Error, ErrorKind, HandlerError, Result};
 use crate::kernel::{KernelClient, SharedTransport, Transport};
-use crate::rt::Runtime;
+use crate::rt::{MaybeSend, MaybeSync, Runtime};
 
 /// Builds an [`Agent`]. Setters never fail; [`build`](Self::build) reports every problem at once.
 ///
@@ -18,10 +23,10 @@ use crate::rt::Runtime;
 /// let agent = rebuno::Agent::builder("hello")
 ///     .secret("dev-secret")               // or REBUNO_AGENT_SECRET
 ///     .base_url("http://127.0.0.1:8080")  // or REBUNO_URL
+///     .handler(|name: String| async move { Ok::<_, rebuno::HandlerError>(format!("hello, {name}")) })
 ///     .build()?;
 /// # Ok::<(), rebuno::Error>(())
 /// ```
-#[derive(Debug)]
 #[must_use = "call `build()` to get an Agent"]
 pub struct AgentBuilder {
     agent_id: String,
@@ -35,6 +40,23 @@ pub struct AgentBuilder {
     output_schema: Option<Value>,
     runtime: Option<Runtime>,
     transport: Option<SharedTransport>,
+    handler: Option<Arc<dyn ErasedHandler>>,
+}
+
+impl std::fmt::Debug for AgentBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentBuilder")
+            .field("agent_id", &self.agent_id)
+            .field("secret", &self.secret)
+            .field("previous_secret", &self.previous_secret)
+            .field("base_url", &self.base_url)
+            .field("webhook_path", &self.webhook_path)
+            .field("kernel_timeout", &self.kernel_timeout)
+            .field("runtime", &self.runtime)
+            .field("transport", &self.transport)
+            .field("handler", &self.handler.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl AgentBuilder {
@@ -51,7 +73,75 @@ impl AgentBuilder {
             output_schema: None,
             runtime: None,
             transport: None,
+            handler: None,
         }
+    }
+
+    /// The handler: an async function of the execution's input.
+    ///
+    /// The input is decoded with `serde` (an input that does not fit fails the execution with
+    /// `input_invalid: ...`); the output must serialize to JSON and becomes the execution's
+    /// output. Every tool call, step, LLM call and resource inside the returned future is
+    /// durable; from a task spawned off it they fail with [`ErrorKind::Context`].
+    ///
+    /// ```no_run
+    /// #[derive(serde::Deserialize)]
+    /// struct Input { name: String }
+    ///
+    /// let agent = rebuno::Agent::builder("hello")
+    ///     .handler(|input: Input| async move {
+    ///         Ok::<_, rebuno::HandlerError>(format!("hello, {}", input.name))
+    ///     })
+    ///     .build()?;
+    /// # Ok::<(), rebuno::Error>(())
+    /// ```
+    pub fn handler<F, Fut, I, O, E>(mut self, handler: F) -> Self
+    where
+        F: Fn(I) -> Fut + MaybeSend + MaybeSync + 'static,
+        Fut: Future<Output = Result<O, E>> + MaybeSend + 'static,
+        I: DeserializeOwned + 'static,
+        O: Serialize + 'static,
+        E: Into<HandlerError> + 'static,
+    {
+        self.handler = Some(Arc::new(FnHandler(handler, PhantomData)));
+        self
+    }
+
+    /// The handler with shared state: each run gets a clone of `state` beside its input, so the
+    /// closure needs no clones of its own (put tools, clients and settings in it; wrap what is
+    /// costly to clone in an `Arc`).
+    ///
+    /// ```no_run
+    /// use rebuno::{HandlerError, Tool, define_tool};
+    ///
+    /// #[derive(Clone)]
+    /// struct Tools { add: Tool<(i64, i64), i64> }
+    ///
+    /// let tools = Tools {
+    ///     add: define_tool("add").execute(|(a, b): (i64, i64)| async move { Ok::<_, HandlerError>(a + b) }),
+    /// };
+    /// let agent = rebuno::Agent::builder("calculator")
+    ///     .handler_with_state(tools, |tools: Tools, (a, b): (i64, i64)| async move {
+    ///         Ok::<_, HandlerError>(tools.add.call((a, b)).await?)
+    ///     })
+    ///     .build()?;
+    /// # Ok::<(), rebuno::Error>(())
+    /// ```
+    pub fn handler_with_state<S, F, Fut, I, O, E>(mut self, state: S, handler: F) -> Self
+    where
+        S: Clone + MaybeSend + MaybeSync + 'static,
+        F: Fn(S, I) -> Fut + MaybeSend + MaybeSync + 'static,
+        Fut: Future<Output = Result<O, E>> + MaybeSend + 'static,
+        I: DeserializeOwned + 'static,
+        O: Serialize + 'static,
+        E: Into<HandlerError> + 'static,
+    {
+        self.handler = Some(Arc::new(StateHandler {
+            state,
+            handler,
+            input: PhantomData,
+        }));
+        self
     }
 
     /// The HMAC secret shared with the kernel. Defaults to `REBUNO_AGENT_SECRET`.
@@ -73,6 +163,7 @@ impl AgentBuilder {
     ///     .secret("new-secret")
     ///     .previous_secret("old-secret")
     ///     .base_url("http://127.0.0.1:8080")
+    ///     .handler(|name: String| async move { Ok::<_, rebuno::HandlerError>(format!("hello, {name}")) })
     ///     .build()?;
     /// # Ok::<(), rebuno::Error>(())
     /// ```
@@ -172,14 +263,22 @@ impl AgentBuilder {
             self.base_url.or_else(|| config::env("REBUNO_URL")),
             &mut problems,
         );
+        if self.handler.is_none() {
+            problems.push(
+                "no handler: call .handler(f) or .handler_with_state(state, f) before build()"
+                    .to_owned(),
+            );
+        }
         let runtime = config::runtime(self.runtime, &mut problems);
-        let transport = config::transport(self.transport, &mut problems);
+        let transport = config::transport(self.transport, base.as_ref(), &mut problems);
         let previous_secret = self
             .previous_secret
             .or_else(|| config::env("REBUNO_AGENT_SECRET_PREVIOUS").map(Secret::new))
             .filter(|s| !s.is_empty());
-        match (secret, base, runtime, transport) {
-            (Some(secret), Some(base), Some(runtime), Some(transport)) if problems.is_empty() => {
+        match (secret, base, runtime, transport, self.handler) {
+            (Some(secret), Some(base), Some(runtime), Some(transport), Some(handler))
+                if problems.is_empty() =>
+            {
                 let config = Config {
                     agent_id: self.agent_id.clone(),
                     webhook_path: self.webhook_path,
@@ -200,8 +299,13 @@ impl AgentBuilder {
                     current: secret,
                     previous: previous_secret,
                 };
+                let parts = Parts {
+                    kernel,
+                    runtime,
+                    handler,
+                };
                 Ok(Agent {
-                    inner: Arc::new(Inner::new(config, secrets, kernel, runtime)),
+                    inner: Arc::new(Inner::new(config, secrets, parts)),
                 })
             }
             _ => Err(Error::new(

@@ -71,8 +71,8 @@ impl Agent {
     /// Verifies, parses and acknowledges a webhook without spawning anything.
     ///
     /// A bad or missing signature gets `401`, a malformed payload `400`, a body over 64 KiB
-    /// `413`, a body that takes over 10 s to arrive `408`, a non-POST `405`, a webhook before
-    /// [`bind`](Agent::bind) or after [`close`](Agent::close) `503`. Otherwise `200`, with the run in
+    /// `413`, a body that takes over 10 s to arrive `408`, a non-POST `405`, a webhook after
+    /// [`close`](Agent::close) `503`. Otherwise `200`, with the run in
     /// [`Dispatch::background`] unless the same attempt is already running.
     pub async fn handle<B>(&self, request: http::Request<B>) -> Dispatch
     where
@@ -200,13 +200,7 @@ impl Agent {
                 "agent is closing",
             );
         }
-        let Some(handler) = self.handler() else {
-            return Dispatch::reply(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "unavailable",
-                "no handler bound",
-            );
-        };
+        let handler = Arc::clone(&self.inner.handler);
         match self.inner.registry.admit(&payload.execution_id, &lease) {
             Admission::Duplicate => Dispatch::ack(None),
             Admission::Run(ticket) => {

@@ -11,33 +11,29 @@ mod run;
 
 use std::convert::Infallible;
 use std::fmt;
-use std::future::Future;
-use std::marker::PhantomData;
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, PoisonError, RwLock};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use self::builder::AgentBuilder;
 pub use self::dispatch::Dispatch;
 pub use self::future::ResponseFuture;
-use self::handler::{ErasedHandler, FnHandler};
+use self::handler::ErasedHandler;
 use self::registry::Registry;
 pub use self::route::Route;
 use crate::Secret;
 use crate::body::Body;
-use crate::error::{BoxError, HandlerError};
+use crate::error::BoxError;
 use crate::kernel::KernelClient;
-use crate::rt::{MaybeSend, MaybeSync, Runtime, Spawner};
+use crate::rt::{MaybeSend, Runtime, Spawner};
 
 /// A Rebuno agent served as a webhook.
 ///
 /// The kernel POSTs a signed dispatch; the agent checks the signature, answers `200` at once and
-/// runs the bound handler as background work, submitting every tool call and step to the kernel.
+/// runs the handler as background work, submitting every tool call and step to the kernel.
 /// A re-delivered dispatch runs the handler again from the top, and recorded steps replay.
 ///
 /// `Agent` is a cheap handle (an `Arc` inside): clone it freely, no need to wrap it.
@@ -47,8 +43,11 @@ use crate::rt::{MaybeSend, MaybeSync, Runtime, Spawner};
 /// #[derive(serde::Deserialize)]
 /// struct Input { name: String }
 ///
-/// let agent = rebuno::Agent::builder("hello").secret("dev-secret").base_url("http://127.0.0.1:8080").build()?;
-/// agent.bind(|input: Input| async move { Ok::<_, rebuno::HandlerError>(format!("hello, {}", input.name)) });
+/// let agent = rebuno::Agent::builder("hello")
+///     .secret("dev-secret")
+///     .base_url("http://127.0.0.1:8080")
+///     .handler(|input: Input| async move { Ok::<_, rebuno::HandlerError>(format!("hello, {}", input.name)) })
+///     .build()?;
 /// // Serve it: `rebuno_hyper::serve(listener, agent)`, `rebuno_lambda::run(agent)`,
 /// // `rebuno_workers::fetch(&agent, req, &env, &ctx)`, or as a tower Service behind any router.
 /// # Ok(()) }
@@ -65,7 +64,7 @@ struct Inner {
     previous_secret: Option<Secret>,
     kernel: KernelClient,
     runtime: Runtime,
-    handler: RwLock<Option<Arc<dyn ErasedHandler>>>,
+    handler: Arc<dyn ErasedHandler>,
     registry: Registry,
     metadata_published: AtomicBool,
     closed: AtomicBool,
@@ -75,6 +74,13 @@ struct Inner {
 struct Secrets {
     current: Secret,
     previous: Option<Secret>,
+}
+
+/// What the builder assembled around the settings.
+struct Parts {
+    kernel: KernelClient,
+    runtime: Runtime,
+    handler: Arc<dyn ErasedHandler>,
 }
 
 /// Settings that are not secrets.
@@ -89,14 +95,14 @@ struct Config {
 }
 
 impl Inner {
-    fn new(config: Config, secrets: Secrets, kernel: KernelClient, runtime: Runtime) -> Self {
+    fn new(config: Config, secrets: Secrets, parts: Parts) -> Self {
         Self {
             config,
             secret: secrets.current,
             previous_secret: secrets.previous,
-            kernel,
-            runtime,
-            handler: RwLock::new(None),
+            kernel: parts.kernel,
+            runtime: parts.runtime,
+            handler: parts.handler,
             registry: Registry::default(),
             metadata_published: AtomicBool::new(false),
             closed: AtomicBool::new(false),
@@ -108,27 +114,6 @@ impl Agent {
     /// Starts configuring the agent registered with the kernel as `agent_id`.
     pub fn builder(agent_id: impl Into<String>) -> AgentBuilder {
         AgentBuilder::new(agent_id.into())
-    }
-
-    /// Binds the handler: an async function of the execution's input.
-    ///
-    /// The input is decoded with `serde` (an input that does not fit fails the execution with
-    /// `input_invalid: ...`); the output must serialize to JSON and becomes the execution's
-    /// output. Binding again replaces the handler for later dispatches.
-    pub fn bind<F, Fut, I, O, E>(&self, handler: F)
-    where
-        F: Fn(I) -> Fut + MaybeSend + MaybeSync + 'static,
-        Fut: Future<Output = Result<O, E>> + MaybeSend + 'static,
-        I: DeserializeOwned + 'static,
-        O: Serialize + 'static,
-        E: Into<HandlerError> + 'static,
-    {
-        let handler: Arc<dyn ErasedHandler> = Arc::new(FnHandler(handler, PhantomData));
-        *self
-            .inner
-            .handler
-            .write()
-            .unwrap_or_else(PoisonError::into_inner) = Some(handler);
     }
 
     /// The agent id.
@@ -158,11 +143,48 @@ impl Agent {
 
     /// Stops accepting dispatches (new webhooks get `503`, which the kernel retries later) and
     /// waits for the runs in flight, for hosts that drive [`fetch`](Self::fetch) themselves.
+    /// Waits as long as the runs take; [`close_within`](Self::close_within) bounds the wait.
     pub async fn close(&self) {
         self.inner
             .closed
             .store(true, std::sync::atomic::Ordering::Release);
         self.join().await;
+    }
+
+    /// [`close`](Self::close) with a bound: stops accepting dispatches and waits at most
+    /// `limit` for the runs in flight.
+    ///
+    /// Runs still going when the limit passes are not cancelled here; the process exiting ends
+    /// them, and the kernel re-delivers each one when its lease expires (recorded steps replay).
+    /// Mount the agent in axum and call this after axum's graceful shutdown returns:
+    ///
+    /// ```no_run
+    /// # async fn demo(agent: rebuno::Agent) {
+    /// // axum::serve(listener, app).with_graceful_shutdown(signal).await?; then:
+    /// if let Err(error) = agent.close_within(std::time::Duration::from_secs(25)).await {
+    ///     eprintln!("{error}"); // "2 runs still in flight after 25s; ..."
+    /// }
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Timeout`](crate::ErrorKind::Timeout) naming how many runs were still in
+    /// flight.
+    pub async fn close_within(&self, limit: std::time::Duration) -> crate::Result<()> {
+        let drained = std::pin::pin!(self.close());
+        let timer = self.inner.runtime.sleep(limit);
+        match futures_util::future::select(drained, timer).await {
+            futures_util::future::Either::Left(((), _)) => Ok(()),
+            futures_util::future::Either::Right(((), _)) => Err(crate::Error::new(
+                crate::ErrorKind::Timeout,
+                format!(
+                    "{} runs still in flight after {limit:?}; the kernel re-delivers them when \
+                     their leases expire",
+                    self.in_flight()
+                ),
+            )),
+        }
     }
 
     pub(crate) fn is_closed(&self) -> bool {
@@ -188,14 +210,6 @@ impl Agent {
             }
         }
         response
-    }
-
-    pub(crate) fn handler(&self) -> Option<Arc<dyn ErasedHandler>> {
-        self.inner
-            .handler
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
     }
 }
 

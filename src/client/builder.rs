@@ -61,7 +61,7 @@ impl ClientBuilder {
         let url = self.base_url.or_else(|| crate::config::env("REBUNO_URL"));
         let base = crate::config::base_url(url, &mut problems);
         let runtime = crate::config::runtime(self.runtime, &mut problems);
-        let transport = crate::config::transport(self.transport, &mut problems);
+        let transport = crate::config::transport(self.transport, base.as_ref(), &mut problems);
         let token = self
             .api_key
             .or_else(|| crate::config::env("REBUNO_API_KEY").map(Secret::new))

@@ -1,6 +1,7 @@
 //! The client API: create, inspect, cancel and fork executions; resolve approvals.
 
 mod builder;
+mod listings;
 mod requests;
 mod stream;
 
@@ -14,12 +15,13 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 
 pub use self::builder::ClientBuilder;
-pub use self::requests::{CreateExecution, ListExecutions};
+pub use self::listings::{ListApprovals, ListSteps};
+pub use self::requests::{CreateExecution, Fork, ListExecutions};
 pub use self::stream::{DeltaStream, StepDelta};
 use crate::Secret;
 use crate::error::{Error, ErrorKind, Result};
-use crate::kernel::{BaseUrl, Exchange, Replayable, encode_segment};
-use crate::wire::{Approval, Event, Execution, ForkPoints, Step};
+use crate::kernel::{BaseUrl, Exchange, KernelClient, Replayable, encode_segment};
+use crate::wire::{Approval, Event, Execution, ForkPoints, StepRecord};
 
 /// A client of the kernel's client API, authenticated with a bearer token (an API key or the
 /// bootstrap token; none for a dev kernel).
@@ -28,7 +30,7 @@ use crate::wire::{Approval, Event, Execution, ForkPoints, Step};
 ///
 /// ```no_run
 /// # async fn demo() -> rebuno::Result<()> {
-/// let client = rebuno::Client::builder().base_url("http://127.0.0.1:8080").build()?;
+/// let client = rebuno::client::Client::builder().base_url("http://127.0.0.1:8080").build()?;
 /// let execution = client.create("hello").input(serde_json::json!({"name": "Ada"})).send().await?;
 /// let done = client.wait(&execution.id, std::time::Duration::from_secs(60)).await?;
 /// println!("{:?}", done.output);
@@ -47,6 +49,14 @@ struct Inner {
 }
 
 impl Client {
+    /// A client of the kernel an agent talks to, authenticated with `REBUNO_API_KEY` (for
+    /// subagents started without a client of their own).
+    pub(crate) fn of_agent(kernel: &KernelClient) -> Self {
+        let token = crate::config::env("REBUNO_API_KEY").map(Secret::new);
+        let (base, exchange) = kernel.connection();
+        Self::from_parts(base, token, exchange)
+    }
+
     pub(crate) fn from_parts(base: BaseUrl, token: Option<Secret>, exchange: Exchange) -> Self {
         Self {
             inner: Arc::new(Inner {
@@ -136,27 +146,10 @@ impl Client {
             .map(drop)
     }
 
-    /// Forks an execution at event `at_seq`: copied steps replay, the rest runs live.
-    ///
-    /// # Errors
-    ///
-    /// `validation_error` for a seq out of range; `conflict` for a used session.
-    pub async fn fork(
-        &self,
-        execution_id: &str,
-        at_seq: u64,
-        session: Option<&str>,
-        policy_bundle: Option<&str>,
-    ) -> Result<Execution> {
-        let path = format!("/v0/executions/{}/fork", encode_segment(execution_id));
-        let mut body = json!({ "at_seq": at_seq });
-        if let Some(session) = session {
-            body["session"] = json!(session);
-        }
-        if let Some(bundle) = policy_bundle {
-            body["policy_bundle"] = json!(bundle);
-        }
-        self.write(&path, &body).await
+    /// Forks an execution at event `at_seq`: copied steps replay, the rest runs live. Finish
+    /// with [`Fork::send`]; a session or another policy bundle are optional.
+    pub fn fork(&self, execution_id: impl Into<String>, at_seq: u64) -> Fork {
+        Fork::new(self.clone(), execution_id.into(), at_seq)
     }
 
     /// Where an execution can be forked and which checkpoints cover which events.
@@ -172,22 +165,9 @@ impl Client {
         .await
     }
 
-    /// The recorded steps of an execution (only settled ones with `terminal_only`).
-    ///
-    /// # Errors
-    ///
-    /// `not_found`; network errors.
-    pub async fn steps(&self, execution_id: &str, terminal_only: bool) -> Result<Vec<Step>> {
-        let query = if terminal_only {
-            "?status=terminal"
-        } else {
-            ""
-        };
-        self.read_list(&format!(
-            "/v0/executions/{}/steps{query}",
-            encode_segment(execution_id)
-        ))
-        .await
+    /// The recorded steps of an execution; finish with [`ListSteps::send`].
+    pub fn steps(&self, execution_id: impl Into<String>) -> ListSteps {
+        ListSteps::new(self.clone(), execution_id.into())
     }
 
     /// One step, or `None` if the execution has no such step.
@@ -195,7 +175,7 @@ impl Client {
     /// # Errors
     ///
     /// Network errors.
-    pub async fn step(&self, execution_id: &str, step_id: &str) -> Result<Option<Step>> {
+    pub async fn step(&self, execution_id: &str, step_id: &str) -> Result<Option<StepRecord>> {
         let path = format!(
             "/v0/executions/{}/steps/{}",
             encode_segment(execution_id),
@@ -204,17 +184,10 @@ impl Client {
         not_found_as_none(self.read(&path).await)
     }
 
-    /// Approvals with `status` (`pending` when `None`).
-    ///
-    /// # Errors
-    ///
-    /// Network errors; `forbidden` without `approvals:read`.
-    pub async fn approvals(&self, status: Option<&str>) -> Result<Vec<Approval>> {
-        self.read_list(&format!(
-            "/v0/approvals?status={}",
-            encode_segment(status.unwrap_or("pending"))
-        ))
-        .await
+    /// Approvals, the pending ones unless [`ListApprovals::status`] says otherwise; finish
+    /// with [`ListApprovals::send`].
+    pub fn approvals(&self) -> ListApprovals {
+        ListApprovals::new(self.clone())
     }
 
     /// One approval.
@@ -251,7 +224,7 @@ impl Client {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::Network`] when `timeout` passes first; errors of [`get`](Self::get).
+    /// [`ErrorKind::Timeout`] when `timeout` passes first; errors of [`get`](Self::get).
     pub async fn wait(&self, execution_id: &str, timeout: Duration) -> Result<Execution> {
         let mut waited = Duration::ZERO;
         let mut pause = Duration::from_millis(50);
@@ -262,7 +235,7 @@ impl Client {
             }
             if waited >= timeout {
                 return Err(Error::new(
-                    ErrorKind::Network,
+                    ErrorKind::Timeout,
                     format!(
                         "execution {execution_id} still {:?} after {timeout:?}",
                         execution.status
@@ -298,7 +271,7 @@ impl Client {
     }
 
     /// Reads a list the kernel may render as `null` when empty.
-    async fn read_list<T: DeserializeOwned>(&self, path: &str) -> Result<Vec<T>> {
+    pub(crate) async fn read_list<T: DeserializeOwned>(&self, path: &str) -> Result<Vec<T>> {
         let list: Option<Vec<T>> = self.read(path).await?;
         Ok(list.unwrap_or_default())
     }

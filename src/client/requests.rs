@@ -1,7 +1,7 @@
 //! Request builders of the [`Client`] with optional fields.
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::Client;
 use crate::error::Result;
@@ -153,5 +153,60 @@ impl ListExecutions {
             format!("/v0/executions?{}", query.join("&"))
         };
         self.client.read(&path).await
+    }
+}
+
+/// A fork being made; finish with [`send`](Self::send). See [`Client::fork`].
+#[derive(Debug)]
+#[must_use = "call `send()` to fork"]
+pub struct Fork {
+    client: Client,
+    execution_id: String,
+    at_seq: u64,
+    session: Option<String>,
+    policy_bundle: Option<String>,
+}
+
+impl Fork {
+    pub(super) fn new(client: Client, execution_id: String, at_seq: u64) -> Self {
+        Self {
+            client,
+            execution_id,
+            at_seq,
+            session: None,
+            policy_bundle: None,
+        }
+    }
+
+    /// Runs the fork in this session.
+    pub fn session(mut self, session: impl Into<String>) -> Self {
+        self.session = Some(session.into());
+        self
+    }
+
+    /// Runs the fork under another policy bundle.
+    pub fn policy_bundle(mut self, bundle: impl Into<String>) -> Self {
+        self.policy_bundle = Some(bundle.into());
+        self
+    }
+
+    /// Creates the fork.
+    ///
+    /// # Errors
+    ///
+    /// `validation_error` for a seq out of range; `conflict` for a used session; `not_found`.
+    pub async fn send(self) -> Result<Execution> {
+        let path = format!(
+            "/v0/executions/{}/fork",
+            crate::kernel::encode_segment(&self.execution_id)
+        );
+        let mut body = json!({ "at_seq": self.at_seq });
+        if let Some(session) = self.session {
+            body["session"] = json!(session);
+        }
+        if let Some(bundle) = self.policy_bundle {
+            body["policy_bundle"] = json!(bundle);
+        }
+        self.client.write(&path, &body).await
     }
 }

@@ -48,7 +48,7 @@ impl Client {
     /// step streams, and read the recorded step for the whole answer.
     ///
     /// ```no_run
-    /// # async fn demo(client: rebuno::Client, id: &str) -> rebuno::Result<()> {
+    /// # async fn demo(client: rebuno::client::Client, id: &str) -> rebuno::Result<()> {
     /// use futures_util::StreamExt;
     /// let mut deltas = client.stream(id).await?;
     /// while let Some(delta) = deltas.next().await {

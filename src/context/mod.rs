@@ -1,8 +1,10 @@
 //! The execution context: who is running, under which lease, and what control flow it has seen.
 
 mod ambient;
+mod capture;
 mod effect;
 mod pending;
+mod resources;
 mod suspend;
 
 use std::collections::BTreeMap;
@@ -15,9 +17,9 @@ use serde_json::Value;
 
 pub use self::ambient::Scoped;
 pub(crate) use self::effect::{Effect, missing_step_id, replayed};
+pub(crate) use self::resources::{Registered, Registration};
 use crate::error::{Error, ErrorKind, Result};
 use crate::kernel::{KernelClient, Lease};
-use crate::resource::Registered;
 use crate::rt::Deadline;
 
 /// The execution a handler is running, reachable anywhere inside it through [`execution`].

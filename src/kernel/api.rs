@@ -267,7 +267,7 @@ impl KernelClient {
         &self,
         execution_id: &str,
         step_id: &str,
-    ) -> Result<Option<crate::wire::Step>> {
+    ) -> Result<Option<crate::wire::StepRecord>> {
         let path = format!(
             "/v0/executions/{}/steps/{}",
             encode_segment(execution_id),

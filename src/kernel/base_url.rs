@@ -44,6 +44,11 @@ impl BaseUrl {
         format!("{}{target}", self.origin)
     }
 
+    /// Whether the kernel is reached over TLS.
+    pub(crate) fn is_https(&self) -> bool {
+        self.origin.starts_with("https://")
+    }
+
     /// The URL as configured, without a trailing slash.
     pub(crate) fn as_string(&self) -> String {
         format!("{}{}", self.origin, self.prefix)

@@ -8,18 +8,18 @@ const MAX_HEARTBEAT_INTERVAL: Duration = Duration::from_secs(30);
 /// The delivery attempt a webhook arrived under. Every mutation sends it back, so the kernel
 /// refuses a handler whose dispatch was reclaimed and re-delivered.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Lease {
+pub(crate) struct Lease {
     /// The dispatch id.
-    pub dispatch_id: String,
+    pub(crate) dispatch_id: String,
     /// The delivery attempt, from 1.
-    pub attempt: u64,
+    pub(crate) attempt: u64,
     /// The lease period.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
 }
 
 impl Lease {
     /// How often to renew: a third of the lease, at most every 30 s.
-    pub fn heartbeat_interval(&self) -> Duration {
+    pub(crate) fn heartbeat_interval(&self) -> Duration {
         (self.timeout / 3).min(MAX_HEARTBEAT_INTERVAL)
     }
 }

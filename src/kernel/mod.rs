@@ -17,7 +17,7 @@ use http::{HeaderValue, Method, StatusCode};
 
 pub(crate) use self::base_url::{BaseUrl, encode_segment};
 pub(crate) use self::exchange::{Exchange, network_error};
-pub use self::lease::Lease;
+pub(crate) use self::lease::Lease;
 #[cfg(feature = "reqwest")]
 pub use self::reqwest::ReqwestTransport;
 pub(crate) use self::retry::Replayable;
@@ -79,10 +79,9 @@ impl KernelClient {
         self.inner.base.as_string()
     }
 
-    /// A client of the same kernel, authenticated with `REBUNO_API_KEY` (for subagents).
-    pub(crate) fn default_client(&self) -> crate::Client {
-        let token = crate::config::env("REBUNO_API_KEY").map(Secret::new);
-        crate::Client::from_parts(self.inner.base.clone(), token, self.inner.exchange.clone())
+    /// The kernel's URL and the exchange requests go through, for a client of the same kernel.
+    pub(crate) fn connection(&self) -> (BaseUrl, Exchange) {
+        (self.inner.base.clone(), self.inner.exchange.clone())
     }
 
     pub(crate) fn runtime(&self) -> &Runtime {

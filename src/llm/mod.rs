@@ -23,7 +23,7 @@
 //!   `{"error": {"type": "rebuno_refusal", "message": "rebuno_refusal: <decision>[ reason=…]"}}`.
 //!   Blocked, terminal and superseded are also remembered by the execution, so a handler that
 //!   swallows the provider SDK's error still ends the dispatch correctly;
-//!   [`raise_for_refusal`](crate::raise_for_refusal) turns the provider's error back into the
+//!   [`raise_for_refusal`] turns the provider's error back into the
 //!   Rebuno one for `?`.
 //!
 //! Outside an execution, or for a body that is not a JSON object (an upload, a form), the
@@ -67,6 +67,7 @@ pub(crate) use self::service::durable_call;
 #[cfg(all(feature = "async-openai", not(target_arch = "wasm32")))]
 pub(crate) use self::service::oneshot;
 pub use self::service::{DEFAULT_TIMEOUT, DurableLlm, DurableLlmLayer, TransportService};
+pub use crate::refusal::{REFUSAL_TYPE, Refusal, RefusalKind, raise_for_refusal};
 
 /// Sends one provider request durably, the Rust `rebunoFetch`: inside an execution it is an
 /// `llm_call` step; outside one it is a plain request.

@@ -12,7 +12,6 @@
 //! ([`Checkpoints::every`]) the SDK captures a checkpoint after the body and before the outcome
 //! is recorded; a capture failure keeps the outcome and leaves the resource uncovered.
 
-mod capture;
 mod driver;
 #[cfg(all(any(feature = "dir", feature = "sqlite"), not(target_arch = "wasm32")))]
 #[cfg_attr(docsrs, doc(cfg(any(feature = "dir", feature = "sqlite"))))]
@@ -24,8 +23,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 pub use self::driver::{CheckpointUnavailable, Checkpoints, ResourceDriver};
-pub(crate) use self::live::Registered;
-use self::live::{Live, Registration};
+use self::live::{Live, registration};
 use crate::context::{ExecutionContext, current};
 use crate::error::{BoxError, Error, ErrorKind, Result};
 use crate::wire::{ResourceGeneration, ResourceView};
@@ -65,7 +63,7 @@ pub async fn resource<D: ResourceDriver>(
                 )
             });
     }
-    let registration = Registration::new(key, &driver, checkpoints);
+    let registration = registration(key, &driver, checkpoints);
     let kernel = context.kernel();
     let view = kernel
         .register_resource(context.id(), context.lease(), &registration.to_json())

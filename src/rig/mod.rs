@@ -9,7 +9,7 @@
 //! re-delivery, streamed live to watchers, and subject to policy (see [`crate::llm`] for the
 //! rules). A refused call reaches rig as the provider error it would get from a real 403, 409
 //! or 429, whose text carries `rebuno_refusal: …`, so
-//! [`raise_for_refusal`](crate::raise_for_refusal) recognises it.
+//! [`raise_for_refusal`](crate::llm::raise_for_refusal) recognises it.
 //!
 //! ```no_run
 //! use rig_core::completion::CompletionRequest;

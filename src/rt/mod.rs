@@ -6,7 +6,7 @@
 //! their own.
 
 mod maybe;
-#[cfg(feature = "rt-tokio")]
+#[cfg(all(feature = "rt-tokio", not(target_arch = "wasm32")))]
 mod tokio;
 
 use std::fmt;
@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-#[cfg(feature = "rt-tokio")]
+#[cfg(all(feature = "rt-tokio", not(target_arch = "wasm32")))]
 pub use self::tokio::TokioRuntime;
 pub use maybe::{BoxFuture, MaybeSend, MaybeSync};
 
@@ -117,7 +117,7 @@ impl Clock for SystemClock {
 /// The capabilities an [`Agent`](crate::Agent) runs on, cheap to clone.
 ///
 /// ```
-/// # #[cfg(feature = "rt-tokio")] {
+/// # #[cfg(all(feature = "rt-tokio", not(target_arch = "wasm32")))] {
 /// let runtime = rebuno::rt::Runtime::tokio();
 /// # let _ = runtime; }
 /// ```
@@ -143,7 +143,7 @@ impl Runtime {
     }
 
     /// The Tokio runtime with the system clock.
-    #[cfg(feature = "rt-tokio")]
+    #[cfg(all(feature = "rt-tokio", not(target_arch = "wasm32")))]
     pub fn tokio() -> Self {
         let rt = TokioRuntime::new();
         Self::new(rt.clone(), rt, SystemClock)

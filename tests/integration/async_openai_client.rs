@@ -22,7 +22,7 @@ use async_openai::types::chat::{
 };
 use futures_util::StreamExt;
 use rebuno::HandlerError;
-use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel, Execution};
+use rebuno_devkernel::{AgentSpec, DevKernel, Execution, NewExecution};
 use serde_json::{Value, json};
 use support::llm_stub::{Fault, LlmStub};
 use support::*;
@@ -48,15 +48,16 @@ fn chat(content: &str) -> CreateChatCompletionRequest {
         .unwrap()
 }
 
-/// Serves `agent_id` (bound by `bind`) and registers it with `policy`.
+/// Serves `agent_id` (its handler set by `configure`) and registers it with `policy`.
 async fn start(
     kernel: &DevKernel,
     agent_id: &str,
     policy: Option<&str>,
-    bind: impl FnOnce(&rebuno::Agent),
+    configure: impl FnOnce(rebuno::AgentBuilder) -> rebuno::AgentBuilder,
 ) -> Served {
-    let agent = agent(kernel, agent_id);
-    bind(&agent);
+    let agent = configure(agent(kernel, agent_id))
+        .build()
+        .expect("agent config");
     let served = serve(agent).await;
     let mut spec = AgentSpec::new(agent_id, served.webhook_url(), SECRET);
     if let Some(policy) = policy {
@@ -96,9 +97,9 @@ async fn a_chat_completion_is_recorded_once_and_replayed_on_redelivery() {
     let attempts = Arc::new(AtomicUsize::new(0));
     let served = start(&kernel, "chatty", None, |agent| {
         let attempts = Arc::clone(&attempts);
-        agent.bind(move |_: Value| {
-            let (openai, attempts) = (openai.clone(), Arc::clone(&attempts));
-            async move {
+        agent.handler_with_state(
+            (openai, attempts),
+            |(openai, attempts), _: Value| async move {
                 let answer = openai.chat().create(chat("hi")).await?;
                 if attempts.fetch_add(1, Ordering::SeqCst) == 0 {
                     std::future::pending::<()>().await; // the first dispatch "dies" here
@@ -107,12 +108,12 @@ async fn a_chat_completion_is_recorded_once_and_replayed_on_redelivery() {
                     "id": answer.id,
                     "text": answer.choices[0].message.content,
                 }))
-            }
-        });
+            },
+        )
     })
     .await;
     let created = kernel
-        .create_execution(CreateExecution::new("chatty", json!({})))
+        .create_execution(NewExecution::new("chatty", json!({})))
         .await
         .unwrap();
 
@@ -176,9 +177,9 @@ async fn a_streamed_chat_completion_is_teed_live_and_replayed_without_the_provid
     let go = Arc::new(tokio::sync::Semaphore::new(0));
     let served = start(&kernel, "streamer", None, |agent| {
         let (attempts, go) = (Arc::clone(&attempts), Arc::clone(&go));
-        agent.bind(move |_: Value| {
-            let (openai, attempts, go) = (openai.clone(), Arc::clone(&attempts), Arc::clone(&go));
-            async move {
+        agent.handler_with_state(
+            (openai, attempts, go),
+            |(openai, attempts, go), _: Value| async move {
                 let first = attempts.fetch_add(1, Ordering::SeqCst) == 0;
                 if first {
                     go.acquire().await?.forget(); // the test subscribes to deltas first
@@ -191,12 +192,12 @@ async fn a_streamed_chat_completion_is_teed_live_and_replayed_without_the_provid
                     std::future::pending::<()>().await;
                 }
                 Ok::<_, HandlerError>(json!({ "text": text, "chunks": chunks }))
-            }
-        });
+            },
+        )
     })
     .await;
     let created = kernel
-        .create_execution(CreateExecution::new("streamer", json!({})))
+        .create_execution(NewExecution::new("streamer", json!({})))
         .await
         .unwrap();
     let deltas = Arc::new(Mutex::new(Vec::new()));
@@ -260,31 +261,28 @@ async fn a_denied_call_is_an_openai_api_error_and_fails_the_execution_with_its_r
     let seen = Arc::new(Mutex::new(None));
     let served = start(&kernel, "denied", Some(DENY_LLM), |agent| {
         let seen = Arc::clone(&seen);
-        agent.bind(move |_: Value| {
-            let (openai, seen) = (openai.clone(), Arc::clone(&seen));
-            async move {
-                let error = match openai.chat().create(chat("hi")).await {
-                    Ok(answer) => return Ok::<_, HandlerError>(json!(answer.id)),
-                    Err(error) => error,
-                };
-                let refused = rebuno::raise_for_refusal(&error).unwrap_err();
-                let api = match &error {
-                    OpenAIError::ApiError(api) => Some((
-                        api.status_code.as_u16(),
-                        api.api_error.r#type.clone(),
-                        api.api_error.message.clone(),
-                    )),
-                    _ => None,
-                };
-                *seen.lock().unwrap() = Some((
-                    api,
-                    error.to_string(),
-                    refused.kind(),
-                    refused.reason().map(str::to_owned),
-                ));
-                Err(error.into())
-            }
-        });
+        agent.handler_with_state((openai, seen), |(openai, seen), _: Value| async move {
+            let error = match openai.chat().create(chat("hi")).await {
+                Ok(answer) => return Ok::<_, HandlerError>(json!(answer.id)),
+                Err(error) => error,
+            };
+            let refused = rebuno::llm::raise_for_refusal(&error).unwrap_err();
+            let api = match &error {
+                OpenAIError::ApiError(api) => Some((
+                    api.status_code.as_u16(),
+                    api.api_error.r#type.clone(),
+                    api.api_error.message.clone(),
+                )),
+                _ => None,
+            };
+            *seen.lock().unwrap() = Some((
+                api,
+                error.to_string(),
+                refused.kind(),
+                refused.reason().map(str::to_owned),
+            ));
+            Err(error.into())
+        })
     })
     .await;
 
@@ -336,13 +334,10 @@ async fn provider_retries_inside_the_layer_are_one_step_and_calls_outside_execut
 
     stub.fault(Fault::Status(503));
     let served = start(&kernel, "retrier", None, |agent| {
-        agent.bind(move |_: Value| {
-            let openai = openai.clone();
-            async move {
-                let answer = openai.chat().create(chat("hi")).await?;
-                Ok::<_, HandlerError>(json!(answer.id))
-            }
-        });
+        agent.handler_with_state(openai, |openai, _: Value| async move {
+            let answer = openai.chat().create(chat("hi")).await?;
+            Ok::<_, HandlerError>(json!(answer.id))
+        })
     })
     .await;
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use rebuno::signing::sign_webhook;
 use rebuno::{HandlerError, Idempotency, define_tool, step};
-use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel};
+use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use support::*;
@@ -28,13 +28,12 @@ fn webhook(body: &str) -> http::Request<rebuno::Body> {
 
 /// An agent whose kernel is unreachable: its runs never get past fetching the execution.
 fn offline_agent() -> rebuno::Agent {
-    let agent = rebuno::Agent::builder("offline")
+    rebuno::Agent::builder("offline")
         .secret(SECRET)
         .base_url("http://127.0.0.1:9")
+        .handler(|_: Value| async { Ok::<_, HandlerError>(()) })
         .build()
-        .unwrap();
-    agent.bind(|_: Value| async { Ok::<_, HandlerError>(()) });
-    agent
+        .unwrap()
 }
 
 /// A host that cuts a run (a `waitUntil` limit, a drain timeout) drops its `Task`: the agent
@@ -97,10 +96,8 @@ async fn an_attempt_delivered_again_after_its_run_ended_does_not_run_twice() {
             counter.fetch_add(1, Ordering::SeqCst);
             async move { Ok::<_, HandlerError>(args.cents) }
         });
-    let agent = agent(&kernel, "biller");
-    agent.bind(move |_: Value| {
-        let charge = charge.clone();
-        async move {
+    let agent = agent(&kernel, "biller")
+        .handler_with_state(charge, |charge, _: Value| async move {
             let cents = charge.call(Charge { cents: 500 }).await?;
             tokio::time::sleep(Duration::from_millis(600)).await; // past the first deadline
             let receipt = step("receipt", || async {
@@ -108,14 +105,15 @@ async fn an_attempt_delivered_again_after_its_run_ended_does_not_run_twice() {
             })
             .await?;
             Ok::<_, HandlerError>(json!({ "cents": cents, "receipt": receipt }))
-        }
-    });
+        })
+        .build()
+        .expect("agent config");
     let host = serve_as_host(agent.clone(), Some(Duration::from_millis(400))).await;
     kernel
         .register_agent(AgentSpec::new("biller", &host.url, SECRET))
         .expect("register");
     let created = kernel
-        .create_execution(CreateExecution::new("biller", json!({})))
+        .create_execution(NewExecution::new("biller", json!({})))
         .await
         .expect("create");
 
@@ -157,17 +155,14 @@ async fn a_panicking_handler_fails_the_execution_at_once_with_its_message() {
             }
             Ok::<_, HandlerError>(())
         });
-        agent.bind(move |_: Value| {
-            let explode = explode.clone();
-            async move {
-                explode.call(json!({})).await?;
-                Ok::<_, HandlerError>(())
-            }
-        });
+        agent.handler_with_state(explode, |explode, _: Value| async move {
+            explode.call(json!({})).await?;
+            Ok::<_, HandlerError>(())
+        })
     })
     .await;
     let created = kernel
-        .create_execution(CreateExecution::new("fragile", json!({})))
+        .create_execution(NewExecution::new("fragile", json!({})))
         .await
         .expect("create");
     // The default lease is 120 s: an execution that waited on it would not end in time.
@@ -243,6 +238,12 @@ async fn a_lost_submit_answer_ends_the_dispatch_instead_of_failing_the_execution
     let ran = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&ran);
     let lost = Arc::new(AtomicUsize::new(0));
+    // Safe to retry: an at-most-once tool would come back `indeterminate` instead, since the
+    // kernel cannot know whether the first attempt ran it.
+    let charge = define_tool("charge").execute(move |args: Charge| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        async move { Ok::<_, HandlerError>(args.cents) }
+    });
     let agent = rebuno::Agent::builder("cut")
         .secret(SECRET)
         .base_url(kernel.url())
@@ -250,24 +251,17 @@ async fn a_lost_submit_answer_ends_the_dispatch_instead_of_failing_the_execution
             inner: rebuno::kernel::ReqwestTransport::new().unwrap(),
             lost: Arc::clone(&lost),
         })
+        .handler_with_state(charge, |charge, _: Value| async move {
+            Ok::<_, HandlerError>(charge.call(Charge { cents: 7 }).await?)
+        })
         .build()
         .unwrap();
-    // Safe to retry: an at-most-once tool would come back `indeterminate` instead, since the
-    // kernel cannot know whether the first attempt ran it.
-    let charge = define_tool("charge").execute(move |args: Charge| {
-        counter.fetch_add(1, Ordering::SeqCst);
-        async move { Ok::<_, HandlerError>(args.cents) }
-    });
-    agent.bind(move |_: Value| {
-        let charge = charge.clone();
-        async move { Ok::<_, HandlerError>(charge.call(Charge { cents: 7 }).await?) }
-    });
     let served = serve(agent.clone()).await;
     kernel
         .register_agent(AgentSpec::new("cut", served.webhook_url(), SECRET))
         .expect("register");
     let created = kernel
-        .create_execution(CreateExecution::new("cut", json!({})))
+        .create_execution(NewExecution::new("cut", json!({})))
         .await
         .expect("create");
     wait_for(|| lost.load(Ordering::SeqCst) == 1).await;

@@ -6,8 +6,9 @@
 
 use crate::support;
 
+use rebuno::client::Client;
 use rebuno::resource::{Checkpoints, resource};
-use rebuno::{Client, HandlerError, define_tool, step};
+use rebuno::{HandlerError, define_tool, step};
 use rebuno_devkernel::{AgentSpec, DevKernel, Event};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -22,10 +23,8 @@ struct Line {
 /// Writes a, b, c with a checkpoint every two writes, reading between b and c. Returns the
 /// notebook as restored at the start and as it ends.
 async fn start(kernel: &DevKernel, shelf: Shelf) -> Served {
-    let agent = agent(kernel, "scribe");
-    agent.bind(move |_: Value| {
-        let shelf = shelf.clone();
-        async move {
+    let agent = agent(kernel, "scribe")
+        .handler_with_state(shelf, |shelf, _: Value| async move {
             let notebook = resource("notebook", shelf, Checkpoints::every(2)).await?;
             let restored = notebook.lines();
             let write = {
@@ -48,8 +47,9 @@ async fn start(kernel: &DevKernel, shelf: Shelf) -> Served {
             .await?;
             write.call(Line { text: "c".into() }).await?;
             Ok::<_, HandlerError>(json!({ "restored": restored, "final": notebook.lines() }))
-        }
-    });
+        })
+        .build()
+        .expect("agent config");
     let served = serve(agent).await;
     kernel
         .register_agent(AgentSpec::new("scribe", served.webhook_url(), SECRET))
@@ -108,7 +108,8 @@ async fn every_fork_point_restores_what_the_coverage_rules_say() {
 
     for seq in 1..=events.len() as u64 {
         let fork = client
-            .fork(&source.id.to_string(), seq, None, None)
+            .fork(source.id.to_string(), seq)
+            .send()
             .await
             .unwrap_or_else(|e| panic!("fork at {seq}: {e}"));
         let restoration = fork
@@ -189,7 +190,8 @@ async fn covered_after_count(reuse: bool) -> bool {
         .event_seq;
     let client = Client::builder().base_url(kernel.url()).build().unwrap();
     let fork = client
-        .fork(&source.id.to_string(), count, None, None)
+        .fork(source.id.to_string(), count)
+        .send()
         .await
         .expect("fork");
     client.wait(&fork.id, WAIT).await.expect("fork ends");

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use rebuno::{Agent, HandlerError, define_tool};
-use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel};
+use rebuno::{Agent, AgentBuilder, HandlerError, define_tool};
+use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use support::*;
@@ -28,7 +28,7 @@ struct Effects {
     hang: AtomicBool,
 }
 
-fn bind(agent: &Agent, effects: Arc<Effects>) {
+fn with_handler(agent: AgentBuilder, effects: Arc<Effects>) -> AgentBuilder {
     let e1 = Arc::clone(&effects);
     let send = define_tool("send_email").execute(move |args: Email| {
         e1.first.fetch_add(1, Ordering::SeqCst);
@@ -39,9 +39,9 @@ fn bind(agent: &Agent, effects: Arc<Effects>) {
         e2.second.fetch_add(1, Ordering::SeqCst);
         async { Ok::<_, HandlerError>("archived".to_owned()) }
     });
-    agent.bind(move |input: Email| {
-        let (send, archive, effects) = (send.clone(), archive.clone(), Arc::clone(&effects));
-        async move {
+    agent.handler_with_state(
+        (send, archive, effects),
+        |(send, archive, effects), input: Email| async move {
             let sent = send
                 .call(Email {
                     to: input.to.clone(),
@@ -52,8 +52,8 @@ fn bind(agent: &Agent, effects: Arc<Effects>) {
             }
             let archived = archive.call(Email { to: input.to }).await?;
             Ok::<_, HandlerError>(json!([sent, archived]))
-        }
-    });
+        },
+    )
 }
 
 /// Serves an agent on its own runtime in its own thread, like a separate process.
@@ -76,12 +76,12 @@ fn start_process(
         .build()
         .expect("runtime");
     let addr = runtime.block_on(async {
-        let agent = Agent::builder("mailer")
-            .secret(SECRET)
-            .base_url(kernel_url)
-            .build()
-            .expect("agent");
-        bind(&agent, effects);
+        let agent = with_handler(
+            Agent::builder("mailer").secret(SECRET).base_url(kernel_url),
+            effects,
+        )
+        .build()
+        .expect("agent");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -118,7 +118,7 @@ async fn a_crashed_agent_resumes_on_redelivery_without_rerunning_recorded_steps(
         ))
         .expect("register");
     let created = kernel
-        .create_execution(CreateExecution::new(
+        .create_execution(NewExecution::new(
             "mailer",
             json!({ "to": "ops@example.com" }),
         ))

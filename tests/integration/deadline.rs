@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use rebuno::{HandlerError, step};
-use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel};
+use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
 use serde_json::{Value, json};
 use support::*;
 
@@ -20,11 +20,9 @@ async fn a_run_near_its_deadline_yields_and_the_redelivery_finishes_it() {
     let _trace = trace_init();
     let kernel = DevKernel::start().await.expect("kernel");
     let (first, second) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let agent = agent(&kernel, "stopwatch");
     let (f, s) = (Arc::clone(&first), Arc::clone(&second));
-    agent.bind(move |_: Value| {
-        let (f, s) = (Arc::clone(&f), Arc::clone(&s));
-        async move {
+    let agent = agent(&kernel, "stopwatch")
+        .handler_with_state((f, s), |(f, s), _: Value| async move {
             step("fetch", || async {
                 Ok::<_, HandlerError>(f.fetch_add(1, Ordering::SeqCst))
             })
@@ -35,8 +33,9 @@ async fn a_run_near_its_deadline_yields_and_the_redelivery_finishes_it() {
             })
             .await?;
             Ok::<_, HandlerError>("stored")
-        }
-    });
+        })
+        .build()
+        .expect("agent config");
     let url = serve_as_host(agent, Some(Duration::from_millis(800)))
         .await
         .url;
@@ -45,7 +44,7 @@ async fn a_run_near_its_deadline_yields_and_the_redelivery_finishes_it() {
         .expect("register");
 
     let created = kernel
-        .create_execution(CreateExecution::new("stopwatch", json!({})))
+        .create_execution(NewExecution::new("stopwatch", json!({})))
         .await
         .expect("create");
     tokio::time::sleep(Duration::from_millis(1300)).await;

@@ -11,9 +11,10 @@ use crate::support;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use rebuno::client::Client;
 use rebuno::resource::drivers::{Database, DirectoryWorkspace, SqliteDatabase, Workspace};
 use rebuno::resource::{CheckpointUnavailable, Checkpoints, ResourceDriver, resource};
-use rebuno::{BoxError, Client, HandlerError, define_tool, step};
+use rebuno::{BoxError, HandlerError, define_tool, step};
 use rebuno_devkernel::{AgentSpec, DevKernel, Execution};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -404,7 +405,8 @@ async fn run_and_fork(kernel: &DevKernel, agent_id: &str) -> (Execution, rebuno:
         .event_seq;
     let client = Client::builder().base_url(kernel.url()).build().unwrap();
     let fork = client
-        .fork(&done.id.to_string(), first_write, None, None)
+        .fork(done.id.to_string(), first_write)
+        .send()
         .await
         .expect("fork");
     let restoration = fork.restoration.clone().expect("restoration");
@@ -429,11 +431,9 @@ async fn run_and_fork(kernel: &DevKernel, agent_id: &str) -> (Execution, rebuno:
 /// Serves an agent that notes what its workspace held at the start, writes each input line to
 /// a file with a declared tool, then lists the files.
 async fn serve_dir_agent(kernel: &DevKernel, root: &Path) -> Served {
-    let agent = agent(kernel, "dir-writer");
     let driver = DirectoryWorkspace::new(root);
-    agent.bind(move |lines: Vec<String>| {
-        let driver = driver.clone();
-        async move {
+    let agent = agent(kernel, "dir-writer")
+        .handler_with_state(driver, |driver, lines: Vec<String>| async move {
             let workspace: Workspace = resource("workspace", driver, Checkpoints::every(1)).await?;
             let started_with = workspace.list()?;
             let write = {
@@ -460,8 +460,9 @@ async fn serve_dir_agent(kernel: &DevKernel, root: &Path) -> Served {
                 "files": files,
                 "workspace": workspace.id(),
             }))
-        }
-    });
+        })
+        .build()
+        .expect("agent config");
     let served = serve(agent).await;
     kernel
         .register_agent(AgentSpec::new("dir-writer", served.webhook_url(), SECRET))
@@ -494,11 +495,9 @@ async fn dir_end_to_end_a_fork_starts_from_the_checkpointed_directory() {
 
 /// Serves an agent like [`serve_dir_agent`], on a SQLite database.
 async fn serve_sqlite_agent(kernel: &DevKernel, root: &Path) -> Served {
-    let agent = agent(kernel, "sql-writer");
     let driver = SqliteDatabase::new(root);
-    agent.bind(move |lines: Vec<String>| {
-        let driver = driver.clone();
-        async move {
+    let agent = agent(kernel, "sql-writer")
+        .handler_with_state(driver, |driver, lines: Vec<String>| async move {
             let db: Database = resource("db", driver, Checkpoints::every(1)).await?;
             setup(&db);
             let started_with = notes(&db);
@@ -522,8 +521,9 @@ async fn serve_sqlite_agent(kernel: &DevKernel, root: &Path) -> Served {
             Ok::<_, HandlerError>(
                 json!({ "started_with": started_with, "rows": rows, "db": db.id() }),
             )
-        }
-    });
+        })
+        .build()
+        .expect("agent config");
     let served = serve(agent).await;
     kernel
         .register_agent(AgentSpec::new("sql-writer", served.webhook_url(), SECRET))

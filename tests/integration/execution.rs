@@ -31,24 +31,21 @@ async fn two_tool_calls_and_a_step_complete_with_events_in_order() {
             counter.fetch_add(1, Ordering::SeqCst);
             async move { Ok::<_, HandlerError>(vec![format!("{} result", args.query)]) }
         });
-        agent.bind(move |input: Input| {
-            let search = search.clone();
-            async move {
-                let first = search
-                    .call(Search {
-                        query: input.topic.clone(),
-                    })
-                    .await?;
-                let second = search
-                    .call(Search {
-                        query: format!("{} history", input.topic),
-                    })
-                    .await?;
-                let stamp: u64 = step("stamp", || async { Ok::<_, HandlerError>(42) }).await?;
-                let hits = [first, second].concat();
-                Ok::<_, HandlerError>(json!({ "hits": hits, "stamp": stamp }))
-            }
-        });
+        agent.handler_with_state(search, |search, input: Input| async move {
+            let first = search
+                .call(Search {
+                    query: input.topic.clone(),
+                })
+                .await?;
+            let second = search
+                .call(Search {
+                    query: format!("{} history", input.topic),
+                })
+                .await?;
+            let stamp: u64 = step("stamp", || async { Ok::<_, HandlerError>(42) }).await?;
+            let hits = [first, second].concat();
+            Ok::<_, HandlerError>(json!({ "hits": hits, "stamp": stamp }))
+        })
     })
     .await;
 
@@ -108,7 +105,7 @@ async fn two_tool_calls_and_a_step_complete_with_events_in_order() {
 async fn an_input_that_does_not_fit_fails_with_input_invalid() {
     let _trace = trace_init();
     let (kernel, served) = kernel_with("strict", |agent| {
-        agent.bind(|input: Input| async move { Ok::<_, HandlerError>(input.topic) });
+        agent.handler(|input: Input| async move { Ok::<_, HandlerError>(input.topic) })
     })
     .await;
 
@@ -134,10 +131,9 @@ async fn a_failing_tool_fails_the_step_and_the_execution_with_tool_error() {
     let (kernel, served) = kernel_with("broken", |agent| {
         let fetch = define_tool("fetch_page")
             .execute(|_: Search| async { Err::<String, _>("connection reset") });
-        agent.bind(move |input: Input| {
-            let fetch = fetch.clone();
-            async move { Ok::<_, HandlerError>(fetch.call(Search { query: input.topic }).await?) }
-        });
+        agent.handler_with_state(fetch, |fetch, input: Input| async move {
+            Ok::<_, HandlerError>(fetch.call(Search { query: input.topic }).await?)
+        })
     })
     .await;
 
@@ -159,5 +155,40 @@ async fn a_failing_tool_fails_the_step_and_the_execution_with_tool_error() {
         steps[0].error,
         Some(json!({ "message": "connection reset" }))
     );
+    served.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_client_wait_that_runs_out_of_time_is_a_timeout() {
+    let _trace = trace_init();
+    let (release, released) = tokio::sync::watch::channel(false);
+    let (kernel, served) = kernel_with("sleeper", move |agent| {
+        agent.handler_with_state(released, |mut released, _: serde_json::Value| async move {
+            let _ = released.wait_for(|go| *go).await;
+            Ok::<_, HandlerError>("awake")
+        })
+    })
+    .await;
+    let client = rebuno::client::Client::builder()
+        .base_url(kernel.url())
+        .build()
+        .expect("client");
+    let created = client
+        .create("sleeper")
+        .input(json!({}))
+        .send()
+        .await
+        .expect("create");
+
+    let error = client
+        .wait(&created.id, std::time::Duration::from_millis(200))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), rebuno::ErrorKind::Timeout, "{error}");
+
+    release.send(true).expect("release");
+    let done = client.wait(&created.id, WAIT).await.expect("ends");
+    assert_eq!(done.status, rebuno::wire::ExecutionStatus::Completed);
+    assert_eq!(done.output, Some(json!("awake")));
     served.shutdown().await;
 }

@@ -6,9 +6,9 @@
 //! webhooks (`sha256=`), `v1=` signed agent requests with dispatch leases, agent metadata,
 //! step submit / complete / fail and the replay short-circuit, `at_most_once` orphans coming
 //! back `indeterminate` after a crash and re-delivery, `require_approval` with a grant through
-//! `rebuno::Client`, policy denials surfacing as the SDK's refusal string, subagents in a
+//! `rebuno::client::Client`, policy denials surfacing as the SDK's refusal string, subagents in a
 //! session with `previous()` state, and resources checkpointed by a Python driver and restored
-//! in a fork made through `rebuno::Client::fork`.
+//! in a fork made through `rebuno::client::Client::fork`.
 //!
 //! Event orders are asserted exactly, except `dispatch.acked`: the kernel appends it when the
 //! webhook returns, which can race the handler's first calls (PROTOCOL.md §1.12), so acks are
@@ -36,8 +36,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use rebuno::wire::ApprovalStatus;
 use rebuno_devkernel::{
-    AgentSpec, CreateExecution, DevKernel, Execution, ExecutionStatus, Step, StepStatus,
+    AgentSpec, DevKernel, Execution, ExecutionStatus, NewExecution, StepRecord, StepStatus,
 };
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -232,7 +233,7 @@ impl Interop {
     async fn create(&mut self, agent_id: &str, input: Value) -> Uuid {
         let created = self
             .kernel
-            .create_execution(CreateExecution::new(agent_id, input))
+            .create_execution(NewExecution::new(agent_id, input))
             .await
             .expect("create execution");
         self.watched.push(created.id);
@@ -279,8 +280,8 @@ impl Interop {
         panic!("marker {name} never written (agent logs and events follow)");
     }
 
-    fn client(&self) -> rebuno::Client {
-        rebuno::Client::builder()
+    fn client(&self) -> rebuno::client::Client {
+        rebuno::client::Client::builder()
             .base_url(self.kernel.url())
             .api_key("")
             .build()
@@ -358,7 +359,7 @@ fn free_port() -> u16 {
 // Event-log helpers
 // ---------------------------------------------------------------------------------------------
 
-/// The parts of an event the assertions use, from either the harness or `rebuno::Client`.
+/// The parts of an event the assertions use, from either the harness or `rebuno::client::Client`.
 #[derive(Debug, Clone)]
 struct Ev {
     seq: u64,
@@ -442,7 +443,7 @@ fn only<'a>(events: &'a [Ev], kind: &str) -> &'a Ev {
 }
 
 /// Event types of one step, in order, checking that each names the step's kind and target.
-fn step_history<'a>(events: &'a [Ev], step: &Step) -> Vec<&'a str> {
+fn step_history<'a>(events: &'a [Ev], step: &StepRecord) -> Vec<&'a str> {
     events
         .iter()
         .filter(|e| e.kind.starts_with("step.") && e.payload["step_id"] == step.step_id.as_str())
@@ -455,7 +456,7 @@ fn step_history<'a>(events: &'a [Ev], step: &Step) -> Vec<&'a str> {
 }
 
 /// The payload of the step's only event of type `kind`.
-fn step_event<'a>(events: &'a [Ev], step: &Step, kind: &str) -> &'a Value {
+fn step_event<'a>(events: &'a [Ev], step: &StepRecord, kind: &str) -> &'a Value {
     let found: Vec<&Ev> = events
         .iter()
         .filter(|e| e.kind == kind && e.payload["step_id"] == step.step_id.as_str())
@@ -470,12 +471,12 @@ fn step_event<'a>(events: &'a [Ev], step: &Step, kind: &str) -> &'a Value {
 }
 
 /// The steps with `target`, in step-id order.
-fn steps_named<'a>(steps: &'a [Step], target: &str) -> Vec<&'a Step> {
+fn steps_named<'a>(steps: &'a [StepRecord], target: &str) -> Vec<&'a StepRecord> {
     steps.iter().filter(|s| s.target == target).collect()
 }
 
 /// The only step with `target`.
-fn step_named<'a>(steps: &'a [Step], target: &str) -> &'a Step {
+fn step_named<'a>(steps: &'a [StepRecord], target: &str) -> &'a StepRecord {
     let found = steps_named(steps, target);
     assert_eq!(found.len(), 1, "expected one step {target}: {steps:#?}");
     found[0]
@@ -738,7 +739,7 @@ async fn a_python_handler_whose_dispatch_was_redelivered_is_fenced_off() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// c. require_approval, granted through rebuno::Client
+// c. require_approval, granted through rebuno::client::Client
 // ---------------------------------------------------------------------------------------------
 
 const APPROVAL_POLICY: &str = "\
@@ -764,12 +765,12 @@ async fn a_gated_python_tool_blocks_until_granted_through_the_rust_client() {
         .input(json!({"text": "hello world"}))
         .send()
         .await
-        .expect("create through rebuno::Client");
+        .expect("create through rebuno::client::Client");
     let id: Uuid = created.id.parse().expect("uuid");
     h.watch(id);
     h.wait_status(id, |s| s == ExecutionStatus::Blocked).await;
 
-    let pending = client.approvals(None).await.expect("approvals");
+    let pending = client.approvals().send().await.expect("approvals");
     assert_eq!(pending.len(), 1, "{pending:?}");
     let approval = &pending[0];
     let steps = h.kernel.steps(id);
@@ -777,7 +778,7 @@ async fn a_gated_python_tool_blocks_until_granted_through_the_rust_client() {
     assert_eq!(publish.status, StepStatus::AwaitingApproval);
     assert_eq!(approval.execution_id, created.id);
     assert_eq!(approval.step_id, publish.step_id);
-    assert_eq!(approval.status, "pending");
+    assert_eq!(approval.status, ApprovalStatus::Pending);
     assert_eq!(approval.approvers, ["alice"]);
     assert_eq!(approval.message.as_deref(), Some("check the post"));
     assert!(
@@ -881,7 +882,7 @@ async fn a_gated_python_tool_blocks_until_granted_through_the_rust_client() {
     );
 
     let decided = client.approval(&approval.id).await.expect("approval");
-    assert_eq!(decided.status, "granted");
+    assert_eq!(decided.status, ApprovalStatus::Granted);
     assert_eq!(decided.decided_by.as_deref(), Some("alice"));
     assert_eq!(decided.rationale.as_deref(), Some("ship it"));
 
@@ -902,7 +903,7 @@ async fn a_denied_approval_resumes_with_the_refusal_and_a_cancel_expires_the_nex
         .create("interop-approval", json!({"text": "first post"}))
         .await;
     h.wait_status(id, |s| s == ExecutionStatus::Blocked).await;
-    let pending = client.approvals(None).await.expect("approvals");
+    let pending = client.approvals().send().await.expect("approvals");
     assert_eq!(pending.len(), 1, "{pending:?}");
     client
         .deny(&pending[0].id, "alice", "not today")
@@ -959,7 +960,7 @@ async fn a_denied_approval_resumes_with_the_refusal_and_a_cancel_expires_the_nex
         .create("interop-approval", json!({"text": "second post"}))
         .await;
     h.wait_status(id, |s| s == ExecutionStatus::Blocked).await;
-    let pending = client.approvals(None).await.expect("approvals");
+    let pending = client.approvals().send().await.expect("approvals");
     assert_eq!(pending.len(), 1, "{pending:?}");
     client.cancel(&id.to_string()).await.expect("cancel");
     let done = h.wait_terminal(id).await;
@@ -996,7 +997,7 @@ async fn a_denied_approval_resumes_with_the_refusal_and_a_cancel_expires_the_nex
         .approval(&pending[0].id)
         .await
         .expect("the expired approval");
-    assert_eq!(expired.status, "expired");
+    assert_eq!(expired.status, ApprovalStatus::Expired);
     let refused = client
         .cancel(&id.to_string())
         .await
@@ -1317,7 +1318,8 @@ async fn a_python_resource_is_checkpointed_and_restored_in_a_fork() {
 
     // Fork right after the first write: it replays, the second runs live on the restored dir.
     let fork = client
-        .fork(&id.to_string(), first_done, None, None)
+        .fork(id.to_string(), first_done)
+        .send()
         .await
         .expect("fork");
     let fork_id: Uuid = fork.id.parse().unwrap();
@@ -1484,9 +1486,9 @@ impl Interop {
         let agent = rebuno::Agent::builder("interop-llm")
             .secret(SECRET)
             .base_url(self.kernel.url())
+            .handler(rust_llm_call)
             .build()
             .expect("rust agent");
-        agent.bind(rust_llm_call);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let webhook = format!("http://{}/webhook", listener.local_addr().unwrap());
         self.kernel
@@ -1509,7 +1511,7 @@ impl Interop {
 }
 
 /// The one `llm_call` step's record, checked for the shape both SDKs write.
-fn llm_record(steps: &[Step], streamed: bool) -> Value {
+fn llm_record(steps: &[StepRecord], streamed: bool) -> Value {
     let step = step_named(steps, "gpt-test");
     assert_eq!(
         (step.kind.as_str(), step.status),

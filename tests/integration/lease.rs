@@ -11,17 +11,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rebuno::{Agent, HandlerError, step};
-use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel};
+use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
 use serde_json::{Value, json};
 use support::*;
 use tokio::sync::watch;
 
 /// An agent whose handler records "before", waits for `gate`, then records "after".
 fn gated(kernel: &DevKernel, gate: watch::Receiver<bool>, afters: Arc<AtomicUsize>) -> Agent {
-    let agent = agent(kernel, "gated");
-    agent.bind(move |_: Value| {
-        let (mut gate, afters) = (gate.clone(), Arc::clone(&afters));
-        async move {
+    agent(kernel, "gated")
+        .handler_with_state((gate, afters), |(mut gate, afters), _: Value| async move {
             step("before", || async { Ok::<_, HandlerError>(1) }).await?;
             let _ = gate.wait_for(|open| *open).await;
             step("after", || async {
@@ -30,9 +28,9 @@ fn gated(kernel: &DevKernel, gate: watch::Receiver<bool>, afters: Arc<AtomicUsiz
             })
             .await?;
             Ok::<_, HandlerError>("done")
-        }
-    });
-    agent
+        })
+        .build()
+        .expect("agent config")
 }
 
 #[tokio::test]
@@ -47,7 +45,7 @@ async fn a_superseded_run_stops_at_its_next_write_without_failing_the_execution(
         .register_agent(AgentSpec::new("gated", first.webhook_url(), SECRET))
         .expect("register");
     let created = kernel
-        .create_execution(CreateExecution::new("gated", json!({})))
+        .create_execution(NewExecution::new("gated", json!({})))
         .await
         .expect("create");
     wait_for(&kernel, created.id, "step.succeeded", 1).await;
@@ -95,7 +93,7 @@ async fn close_refuses_new_dispatches_and_join_waits_for_runs_in_flight() {
         .register_agent(AgentSpec::new("gated", served.webhook_url(), SECRET))
         .expect("register");
     let running = kernel
-        .create_execution(CreateExecution::new("gated", json!({})))
+        .create_execution(NewExecution::new("gated", json!({})))
         .await
         .expect("create");
     wait_for(&kernel, running.id, "step.succeeded", 1).await;
@@ -106,7 +104,7 @@ async fn close_refuses_new_dispatches_and_join_waits_for_runs_in_flight() {
         async move { agent.close().await }
     });
     let refused = kernel
-        .create_execution(CreateExecution::new("gated", json!({})))
+        .create_execution(NewExecution::new("gated", json!({})))
         .await
         .expect("create");
     wait_for(&kernel, refused.id, "dispatch.failed", 1).await;
@@ -139,13 +137,11 @@ async fn wait_for(kernel: &DevKernel, id: uuid::Uuid, kind: &str, count: usize) 
 async fn a_redelivery_to_the_same_process_while_a_step_runs_supersedes_the_old_run() {
     let _trace = trace_init();
     let kernel = DevKernel::start().await.expect("kernel");
-    let agent = agent(&kernel, "racer");
     // What the first attempt's `slow` step returned, if the run got that far.
     let old_outcome = Arc::new(Mutex::new(None::<Result<i32, rebuno::ErrorKind>>));
     let seen = Arc::clone(&old_outcome);
-    agent.bind(move |_: Value| {
-        let seen = Arc::clone(&seen);
-        async move {
+    let agent = agent(&kernel, "racer")
+        .handler_with_state(seen, |seen, _: Value| async move {
             let attempt = rebuno::execution()?.dispatch_attempt();
             step("before", || async { Ok::<_, HandlerError>(1) }).await?;
             let slow = step("slow", move || async move {
@@ -160,14 +156,15 @@ async fn a_redelivery_to_the_same_process_while_a_step_runs_supersedes_the_old_r
             }
             slow?;
             Ok::<_, HandlerError>(json!({ "attempt": attempt }))
-        }
-    });
+        })
+        .build()
+        .expect("agent config");
     let served = serve(agent).await;
     kernel
         .register_agent(AgentSpec::new("racer", served.webhook_url(), SECRET))
         .expect("register");
     let created = kernel
-        .create_execution(CreateExecution::new("racer", json!({})))
+        .create_execution(NewExecution::new("racer", json!({})))
         .await
         .expect("create");
     wait_for(&kernel, created.id, "step.executing", 2).await;

@@ -14,7 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use rebuno::HandlerError;
-use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel, ExecutionStatus};
+use rebuno_devkernel::{AgentSpec, DevKernel, ExecutionStatus, NewExecution};
 use serde_json::{Value, json};
 use support::llm_stub::{Fault, LlmStub};
 use support::*;
@@ -116,11 +116,8 @@ struct Asker {
 async fn asker(policy: Option<&str>, gated: bool) -> Asker {
     let kernel = DevKernel::start().await.unwrap();
     let gate = Arc::new(Semaphore::new(if gated { 0 } else { 1000 }));
-    let agent = agent(&kernel, "asker");
-    let handler_gate = Arc::clone(&gate);
-    agent.bind(move |input: Value| {
-        let gate = Arc::clone(&handler_gate);
-        async move {
+    let agent = agent(&kernel, "asker")
+        .handler_with_state(Arc::clone(&gate), |gate, input: Value| async move {
             let context = rebuno::execution()?;
             if context.dispatch_attempt() == 1 {
                 gate.acquire().await?.forget();
@@ -141,8 +138,9 @@ async fn asker(policy: Option<&str>, gated: bool) -> Asker {
                 std::future::pending::<()>().await;
             }
             Ok::<_, HandlerError>(answer)
-        }
-    });
+        })
+        .build()
+        .expect("agent config");
     let served = serve(agent).await;
     let mut spec = AgentSpec::new("asker", served.webhook_url(), SECRET);
     if let Some(policy) = policy {
@@ -159,7 +157,7 @@ async fn asker(policy: Option<&str>, gated: bool) -> Asker {
 impl Asker {
     async fn create(&self, input: Value) -> Uuid {
         self.kernel
-            .create_execution(CreateExecution::new("asker", input))
+            .create_execution(NewExecution::new("asker", input))
             .await
             .unwrap()
             .id
@@ -197,8 +195,8 @@ impl Asker {
         self.kernel.wait_terminal(id, WAIT).await.unwrap()
     }
 
-    fn client(&self) -> rebuno::Client {
-        rebuno::Client::builder()
+    fn client(&self) -> rebuno::client::Client {
+        rebuno::client::Client::builder()
             .base_url(self.kernel.url())
             .build()
             .unwrap()
@@ -591,9 +589,9 @@ async fn live_deltas_are_best_effort_a_failing_publish_loses_nothing() {
         .secret(SECRET)
         .base_url(kernel.url())
         .transport(NoDeltas(rebuno::kernel::ReqwestTransport::new().unwrap()))
+        .handler(|input: Value| async move { ask(&input).await })
         .build()
         .unwrap();
-    agent.bind(|input: Value| async move { ask(&input).await });
     let served = serve(agent).await;
     kernel
         .register_agent(AgentSpec::new("asker", served.webhook_url(), SECRET))

@@ -9,7 +9,7 @@ use crate::support;
 use std::sync::Arc;
 
 use rebuno::HandlerError;
-use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel, ExecutionStatus};
+use rebuno_devkernel::{AgentSpec, DevKernel, ExecutionStatus, NewExecution};
 use rebuno_hyper::LlmGateway;
 use serde_json::{Value, json};
 use support::llm_stub::LlmStub;
@@ -36,11 +36,8 @@ async fn a_base_url_client_through_the_gateway_records_once_and_replays() {
             .unwrap(),
     );
     let kernel = DevKernel::start().await.unwrap();
-    let agent = agent(&kernel, "gatewayed");
-    let shared = Arc::clone(&gateway);
-    agent.bind(move |input: Value| {
-        let gateway = Arc::clone(&shared);
-        async move {
+    let agent = agent(&kernel, "gatewayed")
+        .handler_with_state(Arc::clone(&gateway), |gateway, input: Value| async move {
             let base_url = gateway.base_url()?;
             let stream = input["stream"].as_bool().unwrap_or(false);
             let text = chat(&base_url, stream).await?;
@@ -48,8 +45,9 @@ async fn a_base_url_client_through_the_gateway_records_once_and_replays() {
                 std::future::pending::<()>().await;
             }
             Ok::<_, HandlerError>(json!({ "text": text, "base_url": base_url }))
-        }
-    });
+        })
+        .build()
+        .expect("agent config");
     let served = serve(agent).await;
     kernel
         .register_agent(AgentSpec::new("gatewayed", served.webhook_url(), SECRET))
@@ -57,10 +55,7 @@ async fn a_base_url_client_through_the_gateway_records_once_and_replays() {
 
     for stream in [false, true] {
         let id = kernel
-            .create_execution(CreateExecution::new(
-                "gatewayed",
-                json!({ "stream": stream }),
-            ))
+            .create_execution(NewExecution::new("gatewayed", json!({ "stream": stream })))
             .await
             .unwrap()
             .id;

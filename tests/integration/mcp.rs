@@ -23,7 +23,7 @@ use rebuno::mcp::{
     McpCall, McpOptions, McpToolSpec, flatten, strip_nulls, wrap_mcp_tool, wrap_mcp_tools,
 };
 use rebuno::{DynTool, ErrorKind, HandlerError, Idempotency, Tool, execution};
-use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel, Execution};
+use rebuno_devkernel::{AgentSpec, DevKernel, Execution, NewExecution};
 use serde_json::{Map, Value, json};
 use support::*;
 
@@ -82,7 +82,6 @@ struct Harness {
 /// on attempt 1 with `park` waits forever after the calls.
 async fn harness(agent_id: &str, tools: Vec<Tool<Value, Value>>, policy: Option<&str>) -> Harness {
     let kernel = DevKernel::start().await.expect("kernel");
-    let agent = agent(&kernel, agent_id);
     let tools: Arc<HashMap<String, Arc<dyn DynTool>>> = Arc::new(
         tools
             .into_iter()
@@ -91,18 +90,17 @@ async fn harness(agent_id: &str, tools: Vec<Tool<Value, Value>>, policy: Option<
     );
     let attempts = Attempts::default();
     let seen = Arc::clone(&attempts);
-    agent.bind(move |input: Value| {
-        let tools = Arc::clone(&tools);
-        let seen = Arc::clone(&seen);
-        async move {
+    let agent = agent(&kernel, agent_id)
+        .handler_with_state((tools, seen), |(tools, seen), input: Value| async move {
             let results = run_script(&tools, &input).await?;
             seen.lock().unwrap().push(results.clone());
             if input["park"] == true && execution()?.dispatch_attempt() == 1 {
                 std::future::pending::<()>().await;
             }
             Ok::<_, HandlerError>(results)
-        }
-    });
+        })
+        .build()
+        .expect("agent config");
     let served = serve(agent).await;
     let mut spec = AgentSpec::new(agent_id, served.webhook_url(), SECRET);
     if let Some(policy) = policy {
@@ -148,7 +146,7 @@ impl Harness {
     async fn replayed(&self, calls: Value) -> (Value, Execution) {
         let created = self
             .kernel
-            .create_execution(CreateExecution::new(
+            .create_execution(NewExecution::new(
                 &self.agent_id,
                 json!({ "calls": calls, "park": true }),
             ))
@@ -804,7 +802,7 @@ async fn an_interrupted_at_most_once_write_is_not_repeated_by_the_next_attempt()
 
     let created = h
         .kernel
-        .create_execution(CreateExecution::new(
+        .create_execution(NewExecution::new(
             "files-crash",
             json!({"calls": [["fs_write_file", {"path": note, "content": "once"}]]}),
         ))

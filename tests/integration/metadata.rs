@@ -32,13 +32,13 @@ async fn description_and_schemas_reach_the_kernel() {
         .description("Answers questions")
         .input_schema_for::<Question>()
         .output_schema_for::<Answer>()
+        .handler(|q: Question| async move {
+            Ok::<_, HandlerError>(Answer {
+                text: format!("{} ({:?})", q.topic, q.limit),
+            })
+        })
         .build()
         .expect("agent");
-    agent.bind(|q: Question| async move {
-        Ok::<_, HandlerError>(Answer {
-            text: format!("{} ({:?})", q.topic, q.limit),
-        })
-    });
     let served = serve(agent).await;
     kernel
         .register_agent(AgentSpec::new("documented", served.webhook_url(), SECRET))

@@ -8,8 +8,9 @@ use crate::support;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use rebuno::{Client, ErrorKind, HandlerError, define_tool, step};
-use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel};
+use rebuno::client::Client;
+use rebuno::{ErrorKind, HandlerError, define_tool, step};
+use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use support::*;
@@ -36,11 +37,15 @@ struct Command {
     cmd: String,
 }
 
-/// Serves `agent_id` with `bind` under [`POLICY`].
-async fn start(agent_id: &str, bind: impl FnOnce(&rebuno::Agent)) -> (DevKernel, Served, Client) {
+/// Serves `agent_id`, its handler set by `configure`, under [`POLICY`].
+async fn start(
+    agent_id: &str,
+    configure: impl FnOnce(rebuno::AgentBuilder) -> rebuno::AgentBuilder,
+) -> (DevKernel, Served, Client) {
     let kernel = DevKernel::start().await.expect("kernel");
-    let agent = agent(&kernel, agent_id);
-    bind(&agent);
+    let agent = configure(agent(&kernel, agent_id))
+        .build()
+        .expect("agent config");
     let served = serve(agent).await;
     kernel
         .register_agent(AgentSpec::new(agent_id, served.webhook_url(), SECRET).policy_yaml(POLICY))
@@ -62,22 +67,19 @@ async fn a_denied_tool_returns_the_refusal_as_its_result() {
             counter.fetch_add(1, Ordering::SeqCst);
             async move { Ok::<_, HandlerError>(args.cmd) }
         });
-        agent.bind(move |_: Value| {
-            let shell = shell.clone();
-            async move {
-                let as_llm_sees_it = shell.call_json(json!({ "cmd": "rm -rf /" })).await?;
-                let typed = shell.call(Command { cmd: "ls".into() }).await.unwrap_err();
-                assert_eq!(
-                    (typed.kind(), typed.reason(), typed.rule_id()),
-                    (
-                        ErrorKind::Policy,
-                        Some("shell is off limits"),
-                        Some("no-shell")
-                    )
-                );
-                Ok::<_, HandlerError>(as_llm_sees_it)
-            }
-        });
+        agent.handler_with_state(shell, |shell, _: Value| async move {
+            let as_llm_sees_it = shell.call_json(json!({ "cmd": "rm -rf /" })).await?;
+            let typed = shell.call(Command { cmd: "ls".into() }).await.unwrap_err();
+            assert_eq!(
+                (typed.kind(), typed.reason(), typed.rule_id()),
+                (
+                    ErrorKind::Policy,
+                    Some("shell is off limits"),
+                    Some("no-shell")
+                )
+            );
+            Ok::<_, HandlerError>(as_llm_sees_it)
+        })
     })
     .await;
 
@@ -103,10 +105,10 @@ async fn a_denied_tool_returns_the_refusal_as_its_result() {
 async fn a_denied_step_fails_the_execution_with_its_reason() {
     let _trace = trace_init();
     let (kernel, served, _) = start("gambler", |agent| {
-        agent.bind(|_: Value| async {
+        agent.handler(|_: Value| async {
             let roll: u32 = step("roll_dice", || async { Ok::<_, HandlerError>(4) }).await?;
             Ok::<_, HandlerError>(roll)
-        });
+        })
     })
     .await;
 
@@ -129,22 +131,19 @@ async fn an_approval_blocks_the_execution_until_a_client_grants_it() {
                 counter.fetch_add(1, Ordering::SeqCst);
                 async move { Ok::<_, HandlerError>(format!("sent {}", args.cmd)) }
             });
-        agent.bind(move |_: Value| {
-            let send = send.clone();
-            async move {
-                Ok::<_, HandlerError>(
-                    send.call(Command {
-                        cmd: "report".into(),
-                    })
-                    .await?,
-                )
-            }
-        });
+        agent.handler_with_state(send, |send, _: Value| async move {
+            Ok::<_, HandlerError>(
+                send.call(Command {
+                    cmd: "report".into(),
+                })
+                .await?,
+            )
+        })
     })
     .await;
 
     let created = kernel
-        .create_execution(CreateExecution::new("mailer", json!({})))
+        .create_execution(NewExecution::new("mailer", json!({})))
         .await
         .expect("create");
     let blocked = kernel
@@ -158,7 +157,7 @@ async fn an_approval_blocks_the_execution_until_a_client_grants_it() {
         "nothing runs before the grant"
     );
 
-    let pending = client.approvals(None).await.expect("list approvals");
+    let pending = client.approvals().send().await.expect("list approvals");
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].execution_id, created.id.to_string());
     client
@@ -194,22 +193,21 @@ async fn a_denied_approval_returns_the_rationale_to_the_tool_caller() {
     let (kernel, served, client) = start("mailer", |agent| {
         let send = define_tool("send_email")
             .execute(|args: Command| async move { Ok::<_, HandlerError>(args.cmd) });
-        agent.bind(move |_: Value| {
-            let send = send.clone();
-            async move { Ok::<_, HandlerError>(send.call_json(json!({ "cmd": "spam" })).await?) }
-        });
+        agent.handler_with_state(send, |send, _: Value| async move {
+            Ok::<_, HandlerError>(send.call_json(json!({ "cmd": "spam" })).await?)
+        })
     })
     .await;
 
     let created = kernel
-        .create_execution(CreateExecution::new("mailer", json!({})))
+        .create_execution(NewExecution::new("mailer", json!({})))
         .await
         .expect("create");
     kernel
         .wait_until(created.id, WAIT, |s| s.as_str() == "blocked")
         .await
         .expect("blocks");
-    let pending = client.approvals(None).await.expect("approvals");
+    let pending = client.approvals().send().await.expect("approvals");
     client
         .deny(&pending[0].id, "bob", "not today")
         .await
@@ -230,10 +228,9 @@ async fn a_cancelled_execution_stops_its_handler_without_failing_it() {
     let steps_after_cancel = Arc::new(AtomicUsize::new(0));
     let counter = Arc::clone(&steps_after_cancel);
     let (kernel, served, client) = start("patient", move |agent| {
-        agent.bind(move |_: Value| {
-            let mut released = released.clone();
-            let counter = Arc::clone(&counter);
-            async move {
+        agent.handler_with_state(
+            (released, counter),
+            |(mut released, counter), _: Value| async move {
                 let _ = released.wait_for(|go| *go).await;
                 let outcome = step("after", || async { Ok::<_, HandlerError>(1) }).await;
                 if outcome.is_ok() {
@@ -241,13 +238,13 @@ async fn a_cancelled_execution_stops_its_handler_without_failing_it() {
                 }
                 let _swallowed = outcome; // a handler that swallows the control flow still stops
                 Ok::<_, HandlerError>("finished anyway")
-            }
-        });
+            },
+        )
     })
     .await;
 
     let created = kernel
-        .create_execution(CreateExecution::new("patient", json!({})))
+        .create_execution(NewExecution::new("patient", json!({})))
         .await
         .expect("create");
     kernel
@@ -280,18 +277,15 @@ async fn a_rate_limited_call_fails_the_execution_with_the_limit_reason() {
     let (kernel, served, _) = start("pinger", |agent| {
         let ping = define_tool("ping")
             .execute(|_: Value| async { Ok::<_, HandlerError>("pong".to_owned()) });
-        agent.bind(move |_: Value| {
-            let ping = ping.clone();
-            async move {
-                ping.call(json!({ "n": 1 })).await?;
-                let refused = ping.call(json!({ "n": 2 })).await.unwrap_err();
-                assert_eq!(
-                    (refused.kind(), refused.reason()),
-                    (ErrorKind::RateLimited, Some("rate_limit_exceeded"))
-                );
-                Err::<Value, HandlerError>(refused.into())
-            }
-        });
+        agent.handler_with_state(ping, |ping, _: Value| async move {
+            ping.call(json!({ "n": 1 })).await?;
+            let refused = ping.call(json!({ "n": 2 })).await.unwrap_err();
+            assert_eq!(
+                (refused.kind(), refused.reason()),
+                (ErrorKind::RateLimited, Some("rate_limit_exceeded"))
+            );
+            Err::<Value, HandlerError>(refused.into())
+        })
     })
     .await;
 

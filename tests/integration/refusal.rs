@@ -25,10 +25,10 @@ impl std::error::Error for ProviderError {}
 async fn a_wrapped_denial_fails_the_execution_with_its_reason() {
     let _trace = trace_init();
     let (kernel, served) = kernel_with("llm-user", |agent| {
-        agent.bind(|_: Value| async {
+        agent.handler(|_: Value| async {
             let body = r#"{"error":{"type":"rebuno_refusal","message":"rebuno_refusal: denied reason=no_gpt"}}"#;
             Err::<Value, _>(HandlerError::from(ProviderError(body.into())))
-        });
+        })
     })
     .await;
 
@@ -43,18 +43,15 @@ async fn a_wrapped_denial_fails_the_execution_with_its_reason() {
 async fn a_wrapped_block_ends_the_dispatch_without_failing() {
     let _trace = trace_init();
     let (kernel, served) = kernel_with("llm-waiter", |agent| {
-        agent.bind(|_: Value| async {
+        agent.handler(|_: Value| async {
             Err::<Value, _>(HandlerError::from(ProviderError(
                 "rebuno_refusal: blocked".into(),
             )))
-        });
+        })
     })
     .await;
     let created = kernel
-        .create_execution(rebuno_devkernel::CreateExecution::new(
-            "llm-waiter",
-            json!({}),
-        ))
+        .create_execution(rebuno_devkernel::NewExecution::new("llm-waiter", json!({})))
         .await
         .unwrap();
     for _ in 0..100 {

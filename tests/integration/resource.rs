@@ -8,8 +8,9 @@ use crate::support;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use rebuno::client::Client;
 use rebuno::resource::{Checkpoints, resource};
-use rebuno::{Client, HandlerError, define_tool, step};
+use rebuno::{HandlerError, define_tool, step};
 use rebuno_devkernel::{AgentSpec, DevKernel};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -23,10 +24,8 @@ struct Line {
 
 /// Serves `writer`: writes each input line with a tool declared on the notebook, then reads it.
 async fn writer(kernel: &DevKernel, shelf: Shelf) -> Served {
-    let agent = agent(kernel, "writer");
-    agent.bind(move |lines: Vec<String>| {
-        let shelf = shelf.clone();
-        async move {
+    let agent = agent(kernel, "writer")
+        .handler_with_state(shelf, |shelf, lines: Vec<String>| async move {
             let notebook = resource("notebook", shelf, Checkpoints::every(1)).await?;
             let write = {
                 let notebook = notebook.clone();
@@ -46,8 +45,9 @@ async fn writer(kernel: &DevKernel, shelf: Shelf) -> Served {
             let seen: Vec<String> =
                 step("read", || async { Ok::<_, HandlerError>(notebook.lines()) }).await?;
             Ok::<_, HandlerError>(json!({ "seen": seen, "now": notebook.lines() }))
-        }
-    });
+        })
+        .build()
+        .expect("agent config");
     let served = serve(agent).await;
     kernel
         .register_agent(AgentSpec::new("writer", served.webhook_url(), SECRET))
@@ -103,7 +103,8 @@ async fn checkpoints_follow_the_policy_and_a_fork_restores_the_covered_state() {
         .event_seq;
     let client = Client::builder().base_url(kernel.url()).build().unwrap();
     let fork = client
-        .fork(&done.id.to_string(), first_write, None, None)
+        .fork(done.id.to_string(), first_write)
+        .send()
         .await
         .expect("fork");
     let restoration = fork
@@ -131,29 +132,27 @@ async fn a_redelivery_reopens_the_recorded_binding() {
     let _trace = trace_init();
     let kernel = DevKernel::start().await.expect("kernel");
     let shelf = Shelf::default();
-    let agent = agent(&kernel, "keeper");
     let (release, released) = tokio::sync::watch::channel(false);
     let calls = Arc::new(AtomicUsize::new(0));
-    {
-        let (shelf, calls) = (shelf.clone(), Arc::clone(&calls));
-        agent.bind(move |_: Value| {
-            let (shelf, mut released, calls) =
-                (shelf.clone(), released.clone(), Arc::clone(&calls));
-            async move {
+    let agent = agent(&kernel, "keeper")
+        .handler_with_state(
+            (shelf.clone(), released, Arc::clone(&calls)),
+            |(shelf, mut released, calls), _: Value| async move {
                 let notebook = resource("notebook", shelf, Checkpoints::never()).await?;
                 if calls.fetch_add(1, Ordering::SeqCst) == 0 {
                     let _ = released.wait_for(|go| *go).await; // the first dispatch hangs
                 }
                 Ok::<_, HandlerError>(notebook.lines().len())
-            }
-        });
-    }
+            },
+        )
+        .build()
+        .expect("agent config");
     let served = serve(agent).await;
     kernel
         .register_agent(AgentSpec::new("keeper", served.webhook_url(), SECRET))
         .unwrap();
     let created = kernel
-        .create_execution(rebuno_devkernel::CreateExecution::new("keeper", json!({})))
+        .create_execution(rebuno_devkernel::NewExecution::new("keeper", json!({})))
         .await
         .unwrap();
     kernel.wait_until(created.id, WAIT, |_| true).await.unwrap();
@@ -200,7 +199,8 @@ async fn a_fork_whose_checkpoint_is_gone_fails_with_checkpoint_unavailable() {
     shelf.snapshots.lock().unwrap().clear(); // the driver's storage expired
     let client = Client::builder().base_url(kernel.url()).build().unwrap();
     let fork = client
-        .fork(&done.id.to_string(), seq, None, None)
+        .fork(done.id.to_string(), seq)
+        .send()
         .await
         .expect("fork");
     let forked = client.wait(&fork.id, WAIT).await.expect("fork ends");
@@ -270,9 +270,7 @@ async fn a_driver_failing_or_panicking_mid_checkpoint_loses_nothing() {
         .event_seq;
     let client = Client::builder().base_url(kernel.url()).build().unwrap();
     let points = kernel.fork_points(done.id).expect("fork points");
-    let fork = client
-        .fork(&done.id.to_string(), first_write, None, None)
-        .await;
+    let fork = client.fork(done.id.to_string(), first_write).send().await;
     let restoration = fork.expect("fork").restoration.expect("restoration");
     assert_eq!(restoration["notebook"]["covered"], false, "{points:?}");
     served.shutdown().await;

@@ -24,26 +24,37 @@ async fn rig_dispatches_durable_tools_and_sees_denials_as_results() {
     let _trace = trace_init();
     let kernel = rebuno_devkernel::DevKernel::start().await.expect("kernel");
     let runs = Arc::new(AtomicUsize::new(0));
-    let agent = agent(&kernel, "rigged");
-    {
-        let runs = Arc::clone(&runs);
-        agent.bind(move |_: Value| {
-            let runs = Arc::clone(&runs);
-            async move {
-                let search = define_tool("search").description("Search the docs").input_schema_for::<Query>().execute(move |query: Query| {
+    let agent = agent(&kernel, "rigged")
+        .handler_with_state(Arc::clone(&runs), |runs, _: Value| async move {
+            let search = define_tool("search")
+                .description("Search the docs")
+                .input_schema_for::<Query>()
+                .execute(move |query: Query| {
                     runs.fetch_add(1, Ordering::SeqCst);
                     async move { Ok::<_, HandlerError>(json!({ "hits": [query.q] })) }
                 });
-                let shell = define_tool("shell").execute(|_: Query| async { Ok::<_, HandlerError>("ran".to_owned()) });
-                let search = rebuno::rig::dynamic_tool(search.into_dyn())?;
-                let shell = rebuno::rig::dynamic_tool(shell.into_dyn())?;
-                assert_eq!(search.definition().parameters["properties"]["q"]["type"], "string");
-                let found = search.execute(json!({ "q": "leases" })).await.map_err(|e| e.to_string())?;
-                let refused = shell.execute(json!({ "q": "rm -rf /" })).await.map_err(|e| e.to_string())?;
-                Ok::<_, HandlerError>(json!({ "found": found.as_json().cloned(), "refused": refused.as_json().cloned() }))
-            }
-        });
-    }
+            let shell = define_tool("shell")
+                .execute(|_: Query| async { Ok::<_, HandlerError>("ran".to_owned()) });
+            let search = rebuno::rig::dynamic_tool(search.into_dyn())?;
+            let shell = rebuno::rig::dynamic_tool(shell.into_dyn())?;
+            assert_eq!(
+                search.definition().parameters["properties"]["q"]["type"],
+                "string"
+            );
+            let found = search
+                .execute(json!({ "q": "leases" }))
+                .await
+                .map_err(|e| e.to_string())?;
+            let refused = shell
+                .execute(json!({ "q": "rm -rf /" }))
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok::<_, HandlerError>(
+                json!({ "found": found.as_json().cloned(), "refused": refused.as_json().cloned() }),
+            )
+        })
+        .build()
+        .expect("agent config");
     let served = serve(agent).await;
     let policy = "default_action: allow\nrules:\n  - id: no-shell\n    when: { target: shell }\n    then: { decision: deny, reason: off limits }\n";
     kernel

@@ -13,7 +13,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use rebuno::HandlerError;
 use rebuno::rig::Durable;
-use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel, Execution};
+use rebuno_devkernel::{AgentSpec, DevKernel, Execution, NewExecution};
 use rig_core::completion::CompletionRequest;
 use rig_core::message::AssistantContent;
 use rig_core::providers::openai::{OpenAI, OpenAIConfig};
@@ -69,8 +69,10 @@ where
     F: Fn(Value) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<Value, HandlerError>> + Send + 'static,
 {
-    let agent = agent(kernel, "rigger");
-    agent.bind(handler);
+    let agent = agent(kernel, "rigger")
+        .handler(handler)
+        .build()
+        .expect("agent config");
     let served = serve(agent).await;
     let mut spec = AgentSpec::new("rigger", served.webhook_url(), SECRET);
     if let Some(policy) = policy {
@@ -84,7 +86,7 @@ where
 /// then hangs, as if its host died), re-delivers it and waits for the end.
 async fn record_then_redeliver(kernel: &DevKernel, steps: usize) -> Execution {
     let created = kernel
-        .create_execution(CreateExecution::new("rigger", json!({})))
+        .create_execution(NewExecution::new("rigger", json!({})))
         .await
         .unwrap();
     let recorded = || {
@@ -291,7 +293,7 @@ async fn a_denied_rig_call_is_a_provider_error_naming_the_refusal() {
                 let streamed = stream(&base).await.expect_err("refused");
                 let error = complete(&base).await.expect_err("refused");
                 for error in [&streamed, &error] {
-                    let raised = rebuno::raise_for_refusal(error).err();
+                    let raised = rebuno::llm::raise_for_refusal(error).err();
                     let reason = raised.and_then(|e| e.reason().map(str::to_owned));
                     seen.lock().unwrap().push((error.to_string(), reason));
                 }

@@ -12,7 +12,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use rebuno::signing::sign_webhook;
 use rebuno::{Agent, HandlerError, step};
-use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel};
+use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
 use serde_json::{Value, json};
 use support::*;
 
@@ -37,9 +37,9 @@ async fn webhooks_signed_with_the_current_or_the_previous_secret_are_accepted() 
         .secret(NEW)
         .previous_secret(OLD)
         .base_url("http://127.0.0.1:9")
+        .handler(|_: Value| async { Ok::<_, HandlerError>(()) })
         .build()
         .unwrap();
-    agent.bind(|_: Value| async { Ok::<_, HandlerError>(()) });
     let attempt = |n: u32| {
         PAYLOAD.replace(
             "\"dispatch_attempt\":1",
@@ -74,9 +74,9 @@ async fn webhooks_signed_with_the_current_or_the_previous_secret_are_accepted() 
     let current_only = Agent::builder("rotated")
         .secret(NEW)
         .base_url("http://127.0.0.1:9")
+        .handler(|_: Value| async { Ok::<_, HandlerError>(()) })
         .build()
         .unwrap();
-    current_only.bind(|_: Value| async { Ok::<_, HandlerError>(()) });
     assert_eq!(
         current_only
             .handle(signed(OLD, PAYLOAD))
@@ -123,32 +123,36 @@ impl Deployment {
     }
 }
 
-/// The handler: a step, a wait on `gate`, another step.
-fn bind(agent: &Agent, ran_first: &Arc<AtomicUsize>, gate: tokio::sync::watch::Receiver<bool>) {
-    let ran_first = Arc::clone(ran_first);
-    agent.bind(move |_: Value| {
-        let (ran_first, mut gate) = (Arc::clone(&ran_first), gate.clone());
-        async move {
-            let first: u64 = step("first", || async {
-                ran_first.fetch_add(1, Ordering::SeqCst);
-                Ok::<_, HandlerError>(1)
-            })
-            .await?;
-            let _ = gate.wait_for(|open| *open).await;
-            let second: u64 = step("second", || async { Ok::<_, HandlerError>(2) }).await?;
-            Ok::<_, HandlerError>(json!([first, second]))
-        }
-    });
-}
-
-fn build(kernel: &DevKernel, secret: &str, previous: Option<&str>) -> Agent {
+/// The agent with its handler: a step, a wait on `gate`, another step.
+fn build(
+    kernel: &DevKernel,
+    secret: &str,
+    previous: Option<&str>,
+    ran_first: &Arc<AtomicUsize>,
+    gate: tokio::sync::watch::Receiver<bool>,
+) -> Agent {
     let mut builder = Agent::builder("keeper")
         .secret(secret)
         .base_url(kernel.url());
     if let Some(previous) = previous {
         builder = builder.previous_secret(previous);
     }
-    builder.build().unwrap()
+    builder
+        .handler_with_state(
+            (Arc::clone(ran_first), gate),
+            |(ran_first, mut gate), _: Value| async move {
+                let first: u64 = step("first", || async {
+                    ran_first.fetch_add(1, Ordering::SeqCst);
+                    Ok::<_, HandlerError>(1)
+                })
+                .await?;
+                let _ = gate.wait_for(|open| *open).await;
+                let second: u64 = step("second", || async { Ok::<_, HandlerError>(2) }).await?;
+                Ok::<_, HandlerError>(json!([first, second]))
+            },
+        )
+        .build()
+        .unwrap()
 }
 
 /// The kernel rotates while two executions run on the old deployment (agent secret `OLD`).
@@ -161,8 +165,7 @@ async fn a_secret_rotated_during_a_running_execution_loses_nothing() {
     let kernel = DevKernel::start().await.expect("kernel");
     let ran_first = Arc::new(AtomicUsize::new(0));
     let (hold, held) = tokio::sync::watch::channel(false);
-    let old = build(&kernel, OLD, None);
-    bind(&old, &ran_first, held);
+    let old = build(&kernel, OLD, None, &ran_first, held);
     let (deployment, url) = Deployment::serve(old.clone()).await;
     kernel
         .register_agent(AgentSpec::new("keeper", &url, OLD))
@@ -170,7 +173,7 @@ async fn a_secret_rotated_during_a_running_execution_loses_nothing() {
     let mut running = Vec::new();
     for _ in 0..2 {
         let created = kernel
-            .create_execution(CreateExecution::new("keeper", json!({})))
+            .create_execution(NewExecution::new("keeper", json!({})))
             .await
             .expect("create");
         running.push(created.id);
@@ -193,8 +196,7 @@ async fn a_secret_rotated_during_a_running_execution_loses_nothing() {
 
     kernel.rotate_secret("keeper", NEW).expect("rotate");
     let (_open, opened) = tokio::sync::watch::channel(true);
-    let new = build(&kernel, NEW, Some(OLD));
-    bind(&new, &ran_first, opened);
+    let new = build(&kernel, NEW, Some(OLD), &ran_first, opened);
     deployment.replace(new.clone());
 
     kernel
@@ -278,11 +280,13 @@ async fn no_secret_reaches_a_debug_a_log_line_or_an_error() {
         .previous_secret(NEW)
         .base_url(kernel.url());
     let mut seen = vec![format!("{builder:?}")];
-    let agent = builder.build().unwrap();
-    agent.bind(|_: Value| async {
-        let n: u64 = step("one", || async { Ok::<_, HandlerError>(1) }).await?;
-        Ok::<_, HandlerError>(n)
-    });
+    let agent = builder
+        .handler(|_: Value| async {
+            let n: u64 = step("one", || async { Ok::<_, HandlerError>(1) }).await?;
+            Ok::<_, HandlerError>(n)
+        })
+        .build()
+        .unwrap();
     seen.push(format!("{agent:?}"));
     let spec = AgentSpec::new("keeper", "http://127.0.0.1:9/webhook", OLD);
     seen.push(format!("{spec:?}"));

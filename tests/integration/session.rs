@@ -6,7 +6,7 @@
 use crate::support;
 
 use rebuno::{HandlerError, execution, previous};
-use rebuno_devkernel::CreateExecution;
+use rebuno_devkernel::NewExecution;
 use serde_json::{Value, json};
 use support::*;
 
@@ -14,7 +14,7 @@ use support::*;
 async fn each_turn_continues_from_the_state_the_last_one_left() {
     let _trace = trace_init();
     let (kernel, served) = kernel_with("chat", |agent| {
-        agent.bind(|message: String| async move {
+        agent.handler(|message: String| async move {
             let before = previous().await?;
             let mut history: Vec<String> =
                 serde_json::from_value(before["history"].clone()).unwrap_or_default();
@@ -23,14 +23,14 @@ async fn each_turn_continues_from_the_state_the_last_one_left() {
             Ok::<_, HandlerError>(
                 json!({ "turns": history.len(), "session": execution()?.session() }),
             )
-        });
+        })
     })
     .await;
 
     let mut outputs = Vec::new();
     for message in ["hi", "how are you", "bye"] {
         let created = kernel
-            .create_execution(CreateExecution::new("chat", json!(message)).session("chat:u1"))
+            .create_execution(NewExecution::new("chat", json!(message)).session("chat:u1"))
             .await
             .expect("create");
         let done = kernel.wait_terminal(created.id, WAIT).await.expect("ends");
@@ -47,7 +47,7 @@ async fn each_turn_continues_from_the_state_the_last_one_left() {
         ]
     );
     let other = kernel
-        .create_execution(CreateExecution::new("chat", json!("new")))
+        .create_execution(NewExecution::new("chat", json!("new")))
         .await
         .expect("create");
     let done = kernel.wait_terminal(other.id, WAIT).await.expect("ends");
@@ -64,21 +64,18 @@ async fn executions_of_one_session_wait_their_turn() {
     let _trace = trace_init();
     let (release, released) = tokio::sync::watch::channel(false);
     let (kernel, served) = kernel_with("queue", move |agent| {
-        agent.bind(move |n: u32| {
-            let mut released = released.clone();
-            async move {
-                let _ = released.wait_for(|go| *go).await;
-                Ok::<_, HandlerError>(n)
-            }
-        });
+        agent.handler_with_state(released, |mut released, n: u32| async move {
+            let _ = released.wait_for(|go| *go).await;
+            Ok::<_, HandlerError>(n)
+        })
     })
     .await;
     let first = kernel
-        .create_execution(CreateExecution::new("queue", json!(1)).session("s"))
+        .create_execution(NewExecution::new("queue", json!(1)).session("s"))
         .await
         .expect("first");
     let second = kernel
-        .create_execution(CreateExecution::new("queue", json!(2)).session("s"))
+        .create_execution(NewExecution::new("queue", json!(2)).session("s"))
         .await
         .expect("second");
 

@@ -21,13 +21,15 @@ struct Topic {
 
 /// Serves the child `researcher` (fails on topic "doom") and registers it.
 async fn researcher(kernel: &DevKernel) -> Served {
-    let agent = agent(kernel, "researcher");
-    agent.bind(|input: Topic| async move {
-        if input.topic == "doom" {
-            return Err(HandlerError::from("no data on doom"));
-        }
-        Ok(json!({ "summary": format!("all about {}", input.topic) }))
-    });
+    let agent = agent(kernel, "researcher")
+        .handler(|input: Topic| async move {
+            if input.topic == "doom" {
+                return Err(HandlerError::from("no data on doom"));
+            }
+            Ok(json!({ "summary": format!("all about {}", input.topic) }))
+        })
+        .build()
+        .expect("agent config");
     let served = serve(agent).await;
     kernel
         .register_agent(AgentSpec::new("researcher", served.webhook_url(), SECRET))
@@ -37,21 +39,20 @@ async fn researcher(kernel: &DevKernel) -> Served {
 
 /// Serves the parent `lead`, whose handler researches every topic concurrently.
 async fn lead(kernel: &DevKernel, bodies: Arc<AtomicUsize>) -> Served {
-    let agent = agent(kernel, "lead");
     let research = define_tool("research").execute(move |args: Topic| {
         bodies.fetch_add(1, Ordering::SeqCst);
         async move { Ok::<Value, HandlerError>(subagent("researcher", &args).await?) }
     });
-    agent.bind(move |topics: Vec<String>| {
-        let research = research.clone();
-        async move {
+    let agent = agent(kernel, "lead")
+        .handler_with_state(research, |research, topics: Vec<String>| async move {
             let calls = topics
                 .into_iter()
                 .map(|topic| research.call(Topic { topic }));
             let results = futures_util::future::try_join_all(calls).await?;
             Ok::<_, HandlerError>(results)
-        }
-    });
+        })
+        .build()
+        .expect("agent config");
     let served = serve(agent).await;
     kernel
         .register_agent(AgentSpec::new("lead", served.webhook_url(), SECRET))
@@ -86,7 +87,7 @@ async fn concurrent_subagents_suspend_the_parent_and_replay_after_they_settle() 
         .expect("the parent suspended");
     assert_eq!(blocked.payload["reason"], "awaiting_steps");
     assert!(events.iter().any(|e| e.kind == "execution.resumed"));
-    let client = rebuno::Client::builder()
+    let client = rebuno::client::Client::builder()
         .base_url(kernel.url())
         .build()
         .expect("client");

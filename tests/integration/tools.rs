@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rebuno::{ErrorKind, HandlerError, Idempotency, define_tool, execution, wrap_tool};
-use rebuno_devkernel::CreateExecution;
+use rebuno_devkernel::NewExecution;
 use serde_json::{Value, json};
 use support::*;
 
@@ -25,16 +25,13 @@ async fn wrap_tool_records_transformed_args_and_mapped_results() {
                 Ok::<_, HandlerError>(json!({ "hits": [args["q"]], "took_ms": 3 }))
             })
             .into_dyn();
-        agent.bind(move |_: Value| {
-            let search = Arc::clone(&search);
-            async move {
-                Ok::<_, HandlerError>(
-                    search
-                        .call_json(json!({ "q": "lease", "limit": null }))
-                        .await?,
-                )
-            }
-        });
+        agent.handler_with_state(search, |search, _: Value| async move {
+            Ok::<_, HandlerError>(
+                search
+                    .call_json(json!({ "q": "lease", "limit": null }))
+                    .await?,
+            )
+        })
     })
     .await;
 
@@ -85,10 +82,9 @@ async fn tools_see_their_execution_and_refuse_to_run_outside_one() {
     );
 
     let (kernel, served) = kernel_with("introspective", move |agent| {
-        agent.bind(move |_: Value| {
-            let whoami = whoami.clone();
-            async move { Ok::<_, HandlerError>(whoami.call(json!({})).await?) }
-        });
+        agent.handler_with_state(whoami, |whoami, _: Value| async move {
+            Ok::<_, HandlerError>(whoami.call(json!({})).await?)
+        })
     })
     .await;
     let done = run(&kernel, "introspective", json!({ "x": 1 })).await;
@@ -116,22 +112,19 @@ async fn an_interrupted_at_most_once_call_comes_back_indeterminate() {
                     Ok::<_, HandlerError>("charged".to_owned())
                 }
             });
-        agent.bind(move |_: Value| {
-            let charge = charge.clone();
-            async move {
-                match charge.call(json!({ "amount": 5 })).await {
-                    Ok(receipt) => Ok::<_, HandlerError>(json!(receipt)),
-                    Err(error) if error.kind() == ErrorKind::Tool => {
-                        Ok(json!({ "reconcile": error.to_string() }))
-                    }
-                    Err(error) => Err(error.into()),
+        agent.handler_with_state(charge, |charge, _: Value| async move {
+            match charge.call(json!({ "amount": 5 })).await {
+                Ok(receipt) => Ok::<_, HandlerError>(json!(receipt)),
+                Err(error) if error.kind() == ErrorKind::Tool => {
+                    Ok(json!({ "reconcile": error.to_string() }))
                 }
+                Err(error) => Err(error.into()),
             }
-        });
+        })
     })
     .await;
     let created = kernel
-        .create_execution(CreateExecution::new("billing", json!({})))
+        .create_execution(NewExecution::new("billing", json!({})))
         .await
         .expect("create");
     wait_for_event(&kernel, created.id, "step.executing").await;
@@ -181,14 +174,13 @@ async fn a_newer_attempt_supersedes_the_running_one_and_repeats_are_ignored() {
                 Ok::<_, HandlerError>("done".to_owned())
             }
         });
-        agent.bind(move |_: Value| {
-            let work = work.clone();
-            async move { Ok::<_, HandlerError>(work.call(json!({})).await?) }
-        });
+        agent.handler_with_state(work, |work, _: Value| async move {
+            Ok::<_, HandlerError>(work.call(json!({})).await?)
+        })
     })
     .await;
     let created = kernel
-        .create_execution(CreateExecution::new("slowpoke", json!({})))
+        .create_execution(NewExecution::new("slowpoke", json!({})))
         .await
         .expect("create");
     wait_for_event(&kernel, created.id, "step.executing").await;

@@ -22,7 +22,7 @@ const PAYLOAD: &str = r#"{"execution_id":"0192f1a0-0000-7000-8000-000000000000",
 async fn bad_or_missing_signatures_get_401_and_start_nothing() {
     let _trace = trace_init();
     let (_kernel, served) = kernel_with("guarded", |agent| {
-        agent.bind(|_: Value| async { Ok::<_, HandlerError>(()) });
+        agent.handler(|_: Value| async { Ok::<_, HandlerError>(()) })
     })
     .await;
     let url = served.webhook_url();
@@ -52,7 +52,7 @@ async fn bad_or_missing_signatures_get_401_and_start_nothing() {
 async fn malformed_payloads_get_400() {
     let _trace = trace_init();
     let (_kernel, served) = kernel_with("picky", |agent| {
-        agent.bind(|_: Value| async { Ok::<_, HandlerError>(()) });
+        agent.handler(|_: Value| async { Ok::<_, HandlerError>(()) })
     })
     .await;
     let url = served.webhook_url();
@@ -75,17 +75,14 @@ async fn the_agent_acknowledges_before_the_run_finishes() {
     let _trace = trace_init();
     let (release, released) = tokio::sync::watch::channel(false);
     let (kernel, served) = kernel_with("slow", move |agent| {
-        agent.bind(move |_: Value| {
-            let mut released = released.clone();
-            async move {
-                let _ = released.wait_for(|go| *go).await;
-                Ok::<_, HandlerError>("done")
-            }
-        });
+        agent.handler_with_state(released, |mut released, _: Value| async move {
+            let _ = released.wait_for(|go| *go).await;
+            Ok::<_, HandlerError>("done")
+        })
     })
     .await;
     let created = kernel
-        .create_execution(rebuno_devkernel::CreateExecution::new(
+        .create_execution(rebuno_devkernel::NewExecution::new(
             "slow",
             serde_json::json!({}),
         ))
@@ -132,6 +129,7 @@ async fn route_checks_a_webhook_and_names_its_execution_without_running_it() {
     let agent = rebuno::Agent::builder("router")
         .base_url("http://127.0.0.1:9")
         .secret(SECRET)
+        .handler(|_: Value| async { Ok::<_, HandlerError>(()) })
         .build()
         .unwrap();
     let request = |method: &str, body: &str, signature: Option<&str>| {
@@ -181,9 +179,9 @@ async fn arrays_and_absurd_leases_get_400() {
     let agent = rebuno::Agent::builder("strict")
         .base_url("http://127.0.0.1:9")
         .secret(SECRET)
+        .handler(|_: Value| async { Ok::<_, HandlerError>(()) })
         .build()
         .unwrap();
-    agent.bind(|_: Value| async { Ok::<_, HandlerError>(()) });
     for body in [
         r#"["0192f1a0-0000-7000-8000-000000000000","01920000-0000-7000-8000-000000000001",1,120]"#,
         &PAYLOAD.replace("120}", "1e-9}"),
@@ -207,7 +205,7 @@ async fn arrays_and_absurd_leases_get_400() {
 async fn an_oversized_body_gets_413() {
     let _trace = trace_init();
     let (_kernel, served) = kernel_with("roomy", |agent| {
-        agent.bind(|_: Value| async { Ok::<_, HandlerError>(()) });
+        agent.handler(|_: Value| async { Ok::<_, HandlerError>(()) })
     })
     .await;
     let url = served.webhook_url();
@@ -250,9 +248,9 @@ async fn a_trickled_body_gets_408() {
         .base_url("http://127.0.0.1:9")
         .secret(SECRET)
         .runtime(runtime)
+        .handler(|_: Value| async { Ok::<_, HandlerError>(()) })
         .build()
         .unwrap();
-    agent.bind(|_: Value| async { Ok::<_, HandlerError>(()) });
     let first = bytes::Bytes::from_static(&PAYLOAD.as_bytes()[..20]);
     let chunks = futures_util::stream::once(async move {
         Ok::<_, std::convert::Infallible>(http_body::Frame::data(first))

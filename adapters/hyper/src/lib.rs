@@ -4,7 +4,7 @@
 //! # async fn demo(agent: rebuno::Agent) -> std::io::Result<()> {
 //! let listener = tokio::net::TcpListener::bind("0.0.0.0:5000").await?;
 //! rebuno_hyper::serve(listener, agent)
-//!     .with_graceful_shutdown(async { tokio::signal::ctrl_c().await.ok(); })
+//!     .with_graceful_shutdown(rebuno_hyper::shutdown_signal()) // Ctrl-C or SIGTERM
 //!     .await
 //! # }
 //! ```
@@ -47,9 +47,11 @@ mod connection;
 mod gateway;
 mod limits;
 mod router;
+mod signal;
 mod watchdog;
 
 pub use gateway::LlmGateway;
+pub use signal::shutdown_signal;
 
 use std::future::{Future, IntoFuture};
 use std::io;
@@ -240,3 +242,8 @@ impl IntoFuture for Serve {
         Box::pin(self.run())
     }
 }
+
+/// The README's Rust snippets, compiled as doctests so they cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -22,6 +22,19 @@ pub enum ErrorKind {
     Extension,
     /// The Lambda runtime loop failed (the Runtime API went away or refused a call).
     Runtime,
+    /// The agent could not be built (a missing `REBUNO_URL` or `REBUNO_AGENT_SECRET`, no
+    /// handler, ...): an error of `rebuno`'s `AgentBuilder::build`, converted by `?`.
+    Config,
+}
+
+/// Lets `main` return `rebuno_lambda::Error` and use `?` on `AgentBuilder::build()`.
+impl From<rebuno::Error> for Error {
+    fn from(error: rebuno::Error) -> Self {
+        Self {
+            kind: ErrorKind::Config,
+            source: Some(Box::new(error)),
+        }
+    }
 }
 
 impl Error {
@@ -67,6 +80,7 @@ impl fmt::Display for Error {
             ErrorKind::Environment => "not running under AWS Lambda",
             ErrorKind::Extension => "lambda internal extension failed",
             ErrorKind::Runtime => "lambda runtime failed",
+            ErrorKind::Config => "the agent could not be built",
         })
     }
 }

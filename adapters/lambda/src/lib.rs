@@ -4,8 +4,9 @@
 //! #[tokio::main]
 //! async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //!     // REBUNO_URL and REBUNO_AGENT_SECRET come from the function's environment.
-//!     let agent = rebuno::Agent::builder("hello").build()?;
-//!     agent.bind(|name: String| async move { Ok::<_, rebuno::HandlerError>(format!("hello, {name}")) });
+//!     let agent = rebuno::Agent::builder("hello")
+//!         .handler(|name: String| async move { Ok::<_, rebuno::HandlerError>(format!("hello, {name}")) })
+//!         .build()?;
 //!     rebuno_lambda::run(agent).await?;
 //!     Ok(())
 //! }
@@ -306,3 +307,8 @@ mod tests {
         assert_eq!(BackgroundMode::default(), BackgroundMode::Extension);
     }
 }
+
+/// The README's Rust snippets, compiled as doctests so they cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -17,7 +17,7 @@ use rebuno::Secret;
 use rebuno::rt::Deadline;
 use rebuno::signing::sign_webhook;
 use rebuno_devkernel::{
-    AgentSpec, CreateExecution, DevKernel, Execution, ExecutionStatus, StepStatus,
+    AgentSpec, DevKernel, Execution, ExecutionStatus, NewExecution, StepStatus,
 };
 use serde_json::{Value, json};
 use support::events::{self, FIXTURES};
@@ -202,7 +202,7 @@ impl Stack {
     async fn dispatch_to(&self, agent_id: &str, input: Value) -> (Execution, Delivery) {
         let execution = self
             .kernel
-            .create_execution(CreateExecution::new(agent_id, input))
+            .create_execution(NewExecution::new(agent_id, input))
             .await
             .expect("execution created");
         let delivery = self.gateway.delivery(1, Duration::from_secs(10)).await;
@@ -295,11 +295,11 @@ async fn extension_mode_pairs_consecutive_runs_by_request_id() {
     let input = json!({ "word": "lambda" });
     let first = stack
         .kernel
-        .create_execution(CreateExecution::new(AGENT_ID, input.clone()));
+        .create_execution(NewExecution::new(AGENT_ID, input.clone()));
     let first = first.await.expect("execution created");
     let second = stack
         .kernel
-        .create_execution(CreateExecution::new(AGENT_ID, input));
+        .create_execution(NewExecution::new(AGENT_ID, input));
     let second = second.await.expect("execution created");
     // One sandbox takes one invocation at a time: the second webhook is invoked once the
     // first run has let the sandbox freeze.
@@ -580,7 +580,7 @@ async fn run_example(stack: &Stack, agent_id: &str, input: Value) -> (Execution,
     let n = stack.gateway.deliveries().len() + 1;
     let execution = stack
         .kernel
-        .create_execution(CreateExecution::new(agent_id, input))
+        .create_execution(NewExecution::new(agent_id, input))
         .await
         .expect("execution created");
     let delivery = stack.gateway.delivery(n, FUNCTION_TIMEOUT).await;

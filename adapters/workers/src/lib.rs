@@ -16,8 +16,9 @@
 //!         return Ok(agent);
 //!     }
 //!     // REBUNO_URL (a var) and REBUNO_AGENT_SECRET (a secret) come from the Worker's bindings.
-//!     let agent = rebuno_workers::agent_from_env("hello", env)?;
-//!     agent.bind(|name: String| async move { Ok::<_, HandlerError>(format!("hello, {name}")) });
+//!     let agent = rebuno_workers::agent_builder("hello", env)
+//!         .handler(|name: String| async move { Ok::<_, HandlerError>(format!("hello, {name}")) })
+//!         .build()?;
 //!     AGENT.with(|cell| cell.set(agent.clone()).ok());
 //!     Ok(agent)
 //! }
@@ -126,9 +127,9 @@
 //!
 //! # Runtime and transport
 //!
-//! [`agent_from_env`] builds the agent on [`runtime()`] ([`worker::Delay`] for sleeps,
+//! [`agent_builder`] sets up the agent on [`runtime()`] ([`worker::Delay`] for sleeps,
 //! `Date.now()` for the clock) and [`FetchTransport`] (the Workers `fetch`, not reqwest: smaller,
-//! no redirects, aborts on timeout). Use [`agent_builder`] to set anything else first.
+//! no redirects, aborts on timeout); add the handler and anything else, then `build()`.
 //! `FetchTransport` also streams answers, so `rebuno::llm::DurableLlm::new(FetchTransport::new())`
 //! makes durable LLM calls from a Worker that read a provider's server-sent events live.
 //!
@@ -163,7 +164,7 @@ pub use crate::limits::{Limits, MARGIN_VAR, WAIT_UNTIL_VAR};
 #[cfg(target_arch = "wasm32")]
 pub use crate::rt::{DateClock, LocalSpawn, WorkersSleep, runtime};
 #[cfg(target_arch = "wasm32")]
-pub use crate::serve::{agent_builder, agent_from_env, fetch, fetch_with};
+pub use crate::serve::{agent_builder, fetch, fetch_with};
 #[cfg(target_arch = "wasm32")]
 pub use crate::transport::FetchTransport;
 

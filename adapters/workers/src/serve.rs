@@ -16,7 +16,7 @@ use crate::{DateClock, FetchTransport, Limits, SECRET_VAR, URL_VAR, runtime};
 /// # Errors
 ///
 /// Only when the runtime refuses `ctx.wait_until`; every webhook problem is an HTTP answer
-/// (`401` bad signature, `400` bad payload, `503` no handler bound).
+/// (`401` bad signature, `400` bad payload, `503` after [`Agent::close`]).
 pub async fn fetch(
     agent: &Agent,
     request: HttpRequest,
@@ -78,6 +78,7 @@ pub(crate) fn health() -> http::Response<Body> {
 /// # fn demo(env: &worker::Env) -> rebuno::Result<rebuno::Agent> {
 /// let agent = rebuno_workers::agent_builder("hello", env)
 ///     .description("Greets people")
+///     .handler(|name: String| async move { Ok::<_, rebuno::HandlerError>(format!("hello, {name}")) })
 ///     .build()?;
 /// # Ok(agent) }
 /// ```
@@ -93,14 +94,4 @@ pub fn agent_builder(agent_id: impl Into<String>, env: &Env) -> AgentBuilder {
         Ok(secret) => builder.secret(secret.to_string()),
         Err(_) => builder,
     }
-}
-
-/// Builds the agent `agent_id` from the Worker's bindings; see [`agent_builder`].
-///
-/// # Errors
-///
-/// [`rebuno::ErrorKind::Config`] when `REBUNO_URL` or `REBUNO_AGENT_SECRET` is missing or
-/// invalid.
-pub fn agent_from_env(agent_id: impl Into<String>, env: &Env) -> rebuno::Result<Agent> {
-    agent_builder(agent_id, env).build()
 }

@@ -45,8 +45,8 @@ impl Client {
     }
 
     /// The SDK's client for the same kernel and token.
-    pub(crate) fn sdk(&self) -> Result<rebuno::Client, CliError> {
-        let builder = rebuno::Client::builder().base_url(self.base.clone());
+    pub(crate) fn sdk(&self) -> Result<rebuno::client::Client, CliError> {
+        let builder = rebuno::client::Client::builder().base_url(self.base.clone());
         let builder = match &self.token {
             Some(token) => builder.api_key(token.clone()),
             None => builder,

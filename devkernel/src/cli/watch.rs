@@ -5,7 +5,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use rebuno::StepDelta;
+use rebuno::client::StepDelta;
 use serde_json::Value;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 

@@ -8,9 +8,9 @@ use serde_json::Value;
 
 use super::Kernel;
 use crate::error::KernelError;
-use crate::model::{Agent, Timestamp};
+use crate::model::{AgentRecord, Timestamp};
 use crate::policy::Policy;
-use crate::store::AgentRecord;
+use crate::store::AgentEntry;
 
 /// Smallest lease override honoured; smaller values are stored as unset.
 const MIN_LEASE_SECONDS: u64 = 10;
@@ -44,7 +44,7 @@ impl Kernel {
         &self,
         request: AgentRequest,
         policy: Option<Arc<Policy>>,
-    ) -> Result<Agent, KernelError> {
+    ) -> Result<AgentRecord, KernelError> {
         if request.id.trim().is_empty() {
             return Err(KernelError::validation("id is required"));
         }
@@ -60,7 +60,7 @@ impl Kernel {
             .filter(|s| *s >= MIN_LEASE_SECONDS);
         let previous = self.store().agent(&request.id);
         let policy = policy.or_else(|| previous.as_ref().and_then(|p| p.policy.clone()));
-        let agent = Agent {
+        let agent = AgentRecord {
             id: request.id,
             webhook_url: request.webhook_url,
             policy_bundle: policy.as_ref().map(|p| p.yaml().to_owned()),
@@ -72,7 +72,7 @@ impl Kernel {
                 .as_ref()
                 .and_then(|p| p.agent.output_schema.clone()),
         };
-        self.store().put_agent(AgentRecord {
+        self.store().put_agent(AgentEntry {
             agent: agent.clone(),
             secret: request.secret,
             previous_secret: None,
@@ -83,7 +83,7 @@ impl Kernel {
     }
 
     /// An agent by id.
-    pub(crate) fn agent(&self, id: &str) -> Result<Agent, KernelError> {
+    pub(crate) fn agent(&self, id: &str) -> Result<AgentRecord, KernelError> {
         self.store()
             .agent(id)
             .map(|r| r.agent)
@@ -91,7 +91,7 @@ impl Kernel {
     }
 
     /// All agents sorted by id.
-    pub(crate) fn agents(&self) -> Vec<Agent> {
+    pub(crate) fn agents(&self) -> Vec<AgentRecord> {
         self.store().agents()
     }
 

@@ -14,15 +14,15 @@ use crate::store::{ExecCell, ExecState};
 /// What to create: the body of `POST /v0/executions`.
 ///
 /// ```
-/// use rebuno_devkernel::CreateExecution;
-/// let request = CreateExecution::new("hello", serde_json::json!({"name": "Ada"}))
+/// use rebuno_devkernel::NewExecution;
+/// let request = NewExecution::new("hello", serde_json::json!({"name": "Ada"}))
 ///     .session("chat:1")
 ///     .idempotency_key("order-42");
 /// # let _ = request;
 /// ```
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct CreateExecution {
+pub struct NewExecution {
     agent_id: String,
     #[serde(default)]
     input: Option<Value>,
@@ -38,7 +38,7 @@ pub struct CreateExecution {
     on_behalf_of: Option<String>,
 }
 
-impl CreateExecution {
+impl NewExecution {
     /// An execution of `agent_id` with `input`.
     pub fn new(agent_id: impl Into<String>, input: Value) -> Self {
         Self {
@@ -88,7 +88,7 @@ impl CreateExecution {
 }
 
 /// Internal name used by the HTTP layer.
-pub(crate) type CreateRequest = CreateExecution;
+pub(crate) type CreateRequest = NewExecution;
 
 /// Session labels and idempotency keys: non-blank UTF-8, at most 256 bytes, no NUL.
 pub(super) fn valid_label(label: &str) -> bool {
@@ -107,7 +107,7 @@ impl Kernel {
     /// Creates an execution; an idempotent hit returns the existing one.
     pub(crate) fn create_execution(
         &self,
-        request: CreateExecution,
+        request: NewExecution,
         principal: &Principal,
     ) -> Result<Execution, KernelError> {
         if self.store().agent(&request.agent_id).is_none() {

@@ -11,7 +11,9 @@ use super::terminal::settle_step;
 use super::{Followups, Kernel, Lease, Principal, now};
 use crate::error::KernelError;
 use crate::identity;
-use crate::model::{ExecutionStatus, Step, StepDecision, StepResource, StepStatus, Timestamp};
+use crate::model::{
+    ExecutionStatus, StepDecision, StepRecord, StepResource, StepStatus, Timestamp,
+};
 use crate::policy::{Action, StepFacts, Verdict};
 use crate::store::ExecState;
 use crate::usage;
@@ -90,8 +92,8 @@ impl Proposal {
         })
     }
 
-    fn step(&self, execution_id: Uuid, step_id: String, occurrence: u32) -> Step {
-        Step {
+    fn step(&self, execution_id: Uuid, step_id: String, occurrence: u32) -> StepRecord {
+        StepRecord {
             step_id,
             execution_id,
             kind: self.kind.clone(),
@@ -113,7 +115,7 @@ impl Proposal {
 }
 
 /// The common `step.*` payload.
-fn step_payload(step: &Step) -> Map<String, Value> {
+fn step_payload(step: &StepRecord) -> Map<String, Value> {
     let mut payload = Map::new();
     payload.insert("step_id".into(), json!(step.step_id));
     payload.insert("step_type".into(), json!(step.kind));
@@ -269,7 +271,7 @@ impl Kernel {
     fn record_new_step(
         &self,
         state: &mut ExecState,
-        step: Step,
+        step: StepRecord,
         verdict: &Verdict,
     ) -> (StepDecision, Followups) {
         let step_id = step.step_id.clone();
@@ -406,7 +408,7 @@ impl Kernel {
         id: Uuid,
         principal: &Principal,
         terminal_only: bool,
-    ) -> Result<Vec<Step>, KernelError> {
+    ) -> Result<Vec<StepRecord>, KernelError> {
         let cell = self.cell(id, principal)?;
         let state = cell.lock();
         Ok(state
@@ -423,7 +425,7 @@ impl Kernel {
         id: Uuid,
         principal: &Principal,
         step_id: &str,
-    ) -> Result<Step, KernelError> {
+    ) -> Result<StepRecord, KernelError> {
         let cell = self.cell(id, principal)?;
         let state = cell.lock();
         state
@@ -435,7 +437,7 @@ impl Kernel {
 }
 
 /// `replay` with the recorded result or error.
-fn replay(step: &Step) -> StepDecision {
+fn replay(step: &StepRecord) -> StepDecision {
     let mut decision = StepDecision::for_step("replay", &step.step_id);
     match step.status {
         StepStatus::Succeeded => decision.result = Some(step.result.clone().unwrap_or(Value::Null)),

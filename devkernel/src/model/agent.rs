@@ -7,7 +7,7 @@ use super::Timestamp;
 
 /// A registered agent as returned by `GET /v0/agents/{id}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Agent {
+pub struct AgentRecord {
     /// Agent id.
     pub id: String,
     /// Where dispatches are POSTed.

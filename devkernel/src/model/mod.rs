@@ -10,12 +10,12 @@ mod resource;
 mod step;
 mod time;
 
-pub use agent::Agent;
+pub use agent::AgentRecord;
 pub use api_key::{ApiKey, IssuedApiKey};
 pub use approval::{Approval, ApprovalStatus};
 pub use decision::{StepDecision, StepResource};
 pub use event::Event;
 pub use execution::{Execution, ExecutionStatus, SpawnedBy};
 pub use resource::{CheckpointView, ForkPoints, ResourceView, Restoration};
-pub use step::{Step, StepStatus};
+pub use step::{StepRecord, StepStatus};
 pub use time::Timestamp;

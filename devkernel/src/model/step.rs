@@ -40,7 +40,7 @@ impl StepStatus {
 
 /// A durable step as returned by `GET /v0/executions/{id}/steps/{step_id}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Step {
+pub struct StepRecord {
     /// 64-char hex identity.
     pub step_id: String,
     /// Owning execution.

@@ -11,7 +11,7 @@ use uuid::Uuid;
 use super::{Dispatch, DispatchStatus, Resource};
 use crate::error::KernelError;
 use crate::kernel::Lease;
-use crate::model::{Approval, Event, Execution, ExecutionStatus, Step, Timestamp};
+use crate::model::{Approval, Event, Execution, ExecutionStatus, StepRecord, Timestamp};
 use crate::policy::Policy;
 
 /// Occurrence counter key: (dispatch, attempt, kind, target, args_hash).
@@ -93,7 +93,7 @@ pub(crate) struct ExecState {
     /// Append-only log, seq = index + 1.
     pub(crate) events: Vec<Event>,
     /// Steps by id (ordered by id, as the API lists them).
-    pub(crate) steps: BTreeMap<String, Step>,
+    pub(crate) steps: BTreeMap<String, StepRecord>,
     /// Dispatches, oldest first.
     pub(crate) dispatches: Vec<Dispatch>,
     /// Occurrence counters of the live attempts.

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, Rw
 use rebuno::Secret;
 use uuid::Uuid;
 
-use crate::model::Agent;
+use crate::model::AgentRecord;
 use crate::policy::Policy;
 
 pub(crate) use dispatch::{Dispatch, DispatchStatus};
@@ -19,9 +19,9 @@ pub(crate) use resource::{Checkpoint, Resource};
 
 /// A registered agent with its secret and compiled policy.
 #[derive(Debug, Clone)]
-pub(crate) struct AgentRecord {
+pub(crate) struct AgentEntry {
     /// The public view.
-    pub(crate) agent: Agent,
+    pub(crate) agent: AgentRecord,
     /// HMAC secret: signs webhooks and verifies the agent's requests.
     pub(crate) secret: Secret,
     /// The secret before a rotation, still accepted on the agent's requests until retired.
@@ -33,7 +33,7 @@ pub(crate) struct AgentRecord {
 /// All kernel state.
 #[derive(Debug, Default)]
 pub(crate) struct Store {
-    agents: RwLock<BTreeMap<String, AgentRecord>>,
+    agents: RwLock<BTreeMap<String, AgentEntry>>,
     executions: RwLock<BTreeMap<Uuid, Arc<ExecCell>>>,
     /// `(agent_id, idempotency_key)` → execution.
     idempotency: Mutex<HashMap<(String, String), Uuid>>,
@@ -58,12 +58,12 @@ fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
 
 impl Store {
     /// A registered agent.
-    pub(crate) fn agent(&self, id: &str) -> Option<AgentRecord> {
+    pub(crate) fn agent(&self, id: &str) -> Option<AgentEntry> {
         read(&self.agents).get(id).cloned()
     }
 
     /// All agents sorted by id.
-    pub(crate) fn agents(&self) -> Vec<Agent> {
+    pub(crate) fn agents(&self) -> Vec<AgentRecord> {
         read(&self.agents)
             .values()
             .map(|r| r.agent.clone())
@@ -71,12 +71,12 @@ impl Store {
     }
 
     /// Inserts or replaces an agent.
-    pub(crate) fn put_agent(&self, record: AgentRecord) {
+    pub(crate) fn put_agent(&self, record: AgentEntry) {
         write(&self.agents).insert(record.agent.id.clone(), record);
     }
 
     /// Updates an agent in place; `false` if it does not exist.
-    pub(crate) fn update_agent(&self, id: &str, f: impl FnOnce(&mut AgentRecord)) -> bool {
+    pub(crate) fn update_agent(&self, id: &str, f: impl FnOnce(&mut AgentEntry)) -> bool {
         match write(&self.agents).get_mut(id) {
             Some(record) => {
                 f(record);

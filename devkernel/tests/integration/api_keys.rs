@@ -5,7 +5,7 @@
 use crate::common;
 
 use common::{FakeAgent, SECRET, client};
-use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel};
+use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
 use serde_json::{Value, json};
 
 async fn kernel(token: Option<&str>) -> (DevKernel, FakeAgent) {
@@ -163,7 +163,7 @@ async fn every_route_checks_its_scope() {
     let (kernel, mut agent) = kernel(Some("boot")).await;
     let url = kernel.url();
     let exec = kernel
-        .create_execution(CreateExecution::new("hello", json!({})))
+        .create_execution(NewExecution::new("hello", json!({})))
         .await
         .unwrap();
     let _ = agent.next().await;
@@ -325,7 +325,7 @@ async fn dev_mode_stays_anonymous_admin_but_checks_supplied_tokens() {
 async fn metrics_expose_prometheus_counters() {
     let (kernel, mut agent) = kernel(None).await;
     let exec = kernel
-        .create_execution(CreateExecution::new("hello", json!({})))
+        .create_execution(NewExecution::new("hello", json!({})))
         .await
         .unwrap();
     let run = common::Run::attach(&kernel, &mut agent, exec.id).await;

@@ -6,7 +6,7 @@ use crate::common;
 use common::{AgentClient, FakeAgent, SECRET, client, kernel_with_agent, now_secs};
 use rebuno::Secret;
 use rebuno::signing::RequestSignature;
-use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel};
+use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
 use serde_json::json;
 
 const SUBMIT: &str = r#"{"kind":"tool_call","target":"search","args":{"q":1}}"#;
@@ -19,7 +19,7 @@ fn unauthorized() -> serde_json::Value {
 async fn agent_routes_require_a_valid_v1_signature() {
     let (kernel, mut agent) = kernel_with_agent().await;
     let exec = kernel
-        .create_execution(CreateExecution::new("hello", json!({})))
+        .create_execution(NewExecution::new("hello", json!({})))
         .await
         .unwrap();
     let d = agent.next().await.dispatch_id;
@@ -132,7 +132,7 @@ async fn lease_headers_and_ownership() {
         .register_agent(AgentSpec::new("other", &other_agent.url, "other-secret"))
         .unwrap();
     let exec = kernel
-        .create_execution(CreateExecution::new("hello", json!({})))
+        .create_execution(NewExecution::new("hello", json!({})))
         .await
         .unwrap();
     let d = agent.next().await.dispatch_id;
@@ -230,7 +230,7 @@ async fn lease_headers_and_ownership() {
 async fn malformed_bodies_are_validation_errors() {
     let (kernel, mut agent) = kernel_with_agent().await;
     let exec = kernel
-        .create_execution(CreateExecution::new("hello", json!({})))
+        .create_execution(NewExecution::new("hello", json!({})))
         .await
         .unwrap();
     let d = agent.next().await.dispatch_id;
@@ -336,7 +336,7 @@ async fn bearer_tokens() {
 async fn a_rotated_secret_overlaps_the_previous_one_until_it_is_retired() {
     let (kernel, mut agent) = kernel_with_agent().await;
     let exec = kernel
-        .create_execution(CreateExecution::new("hello", json!({})))
+        .create_execution(NewExecution::new("hello", json!({})))
         .await
         .unwrap();
     let _first = agent.next().await;

@@ -278,7 +278,7 @@ async fn deliver_submit_redeliver_replay_complete() {
 async fn at_most_once_orphan_becomes_indeterminate() {
     let (kernel, mut agent) = kernel_with_agent().await;
     let exec = kernel
-        .create_execution(rebuno_devkernel::CreateExecution::new("hello", json!({})))
+        .create_execution(rebuno_devkernel::NewExecution::new("hello", json!({})))
         .await
         .unwrap();
     let d = agent.next().await.dispatch_id;
@@ -339,7 +339,7 @@ async fn failing_webhook_exhausts_dispatch() {
         ))
         .unwrap();
     let exec = kernel
-        .create_execution(rebuno_devkernel::CreateExecution::new("hello", json!(null)))
+        .create_execution(rebuno_devkernel::NewExecution::new("hello", json!(null)))
         .await
         .unwrap();
     let done = kernel
@@ -370,7 +370,7 @@ async fn expired_lease_is_reclaimed_by_the_sweeper() {
         ))
         .unwrap();
     let exec = kernel
-        .create_execution(rebuno_devkernel::CreateExecution::new("hello", json!(1)))
+        .create_execution(rebuno_devkernel::NewExecution::new("hello", json!(1)))
         .await
         .unwrap();
     let first = agent.next().await;
@@ -390,7 +390,7 @@ async fn expired_lease_is_reclaimed_by_the_sweeper() {
 async fn concurrent_identical_submits_get_distinct_occurrences() {
     let (kernel, mut agent) = kernel_with_agent().await;
     let exec = kernel
-        .create_execution(rebuno_devkernel::CreateExecution::new("hello", json!({})))
+        .create_execution(rebuno_devkernel::NewExecution::new("hello", json!({})))
         .await
         .unwrap();
     let d = agent.next().await.dispatch_id;

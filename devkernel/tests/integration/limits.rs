@@ -4,7 +4,7 @@
 use crate::common;
 
 use common::{AgentClient, FakeAgent, SECRET};
-use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel, ExecutionStatus};
+use rebuno_devkernel::{AgentSpec, DevKernel, ExecutionStatus, NewExecution};
 use serde_json::json;
 
 fn submit(kind: &str, target: &str, n: u32) -> String {
@@ -34,7 +34,7 @@ async fn rate_limits_refuse_then_park() {
         .await
         .unwrap();
     let exec = kernel
-        .create_execution(CreateExecution::new("hello", json!({})))
+        .create_execution(NewExecution::new("hello", json!({})))
         .await
         .unwrap();
     let d = agent.next().await.dispatch_id;
@@ -148,7 +148,7 @@ async fn token_budget_denies_once_spent() {
         .await
         .unwrap();
     let exec = kernel
-        .create_execution(CreateExecution::new("hello", json!({})))
+        .create_execution(NewExecution::new("hello", json!({})))
         .await
         .unwrap();
     let d = agent.next().await.dispatch_id;

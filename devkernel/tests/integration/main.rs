@@ -16,5 +16,6 @@ mod limits;
 mod policy_approvals;
 mod policy_test;
 mod resources;
+mod serve;
 mod sessions_subagents;
 mod stream;

@@ -6,7 +6,7 @@ use crate::common;
 use std::time::Duration;
 
 use common::{AgentClient, FakeAgent, SECRET, client, event_types, kernel_with_agent};
-use rebuno_devkernel::{AgentSpec, ApprovalStatus, CreateExecution, DevKernel, ExecutionStatus};
+use rebuno_devkernel::{AgentSpec, ApprovalStatus, DevKernel, ExecutionStatus, NewExecution};
 use serde_json::json;
 
 const BUNDLE: &str = r#"
@@ -67,7 +67,7 @@ async fn policy_denies_and_replays_the_denial() {
     assert_eq!(agent_json["policy_bundle"], BUNDLE);
 
     let exec = kernel
-        .create_execution(CreateExecution::new("hello", json!({})))
+        .create_execution(NewExecution::new("hello", json!({})))
         .await
         .unwrap();
     let d = agent.next().await.dispatch_id;
@@ -133,7 +133,7 @@ async fn approval_grant_resumes_with_a_new_dispatch() {
         .await
         .unwrap();
     let exec = kernel
-        .create_execution(CreateExecution::new("hello", json!({})))
+        .create_execution(NewExecution::new("hello", json!({})))
         .await
         .unwrap();
     let first = agent.next().await;
@@ -265,7 +265,7 @@ async fn approval_deny_and_expiry() {
 
     // Denied by a human: the re-submit is denied with the rationale.
     let exec = kernel
-        .create_execution(CreateExecution::new("hello", json!({})))
+        .create_execution(NewExecution::new("hello", json!({})))
         .await
         .unwrap();
     let d = agent.next().await.dispatch_id;
@@ -284,7 +284,7 @@ async fn approval_deny_and_expiry() {
 
     // Nobody decides: the sweeper expires it (approval_timeout).
     let exec = kernel
-        .create_execution(CreateExecution::new("hello", json!({})))
+        .create_execution(NewExecution::new("hello", json!({})))
         .await
         .unwrap();
     let d = agent.next().await.dispatch_id;
@@ -304,7 +304,7 @@ async fn approval_deny_and_expiry() {
 
     // Cancel while waiting: the approval expires and the step is denied.
     let exec = kernel
-        .create_execution(CreateExecution::new("hello", json!({})))
+        .create_execution(NewExecution::new("hello", json!({})))
         .await
         .unwrap();
     let d = agent.next().await.dispatch_id;

@@ -4,7 +4,7 @@
 use crate::common;
 
 use common::{Run, events_of, kernel_with_agent};
-use rebuno_devkernel::CreateExecution;
+use rebuno_devkernel::NewExecution;
 use serde_json::{Value, json};
 
 fn tool(target: &str, resources: &[&str]) -> Value {
@@ -319,7 +319,7 @@ async fn session_turns_inherit_registrations_and_bindings() {
     assert_eq!(run.post("/complete", r#"{"output": "done"}"#).await.0, 204);
 
     let next = kernel
-        .create_execution(CreateExecution::new("hello", json!({})).session("s1"))
+        .create_execution(NewExecution::new("hello", json!({})).session("s1"))
         .await
         .unwrap();
     assert_eq!(next.parent_execution_id, Some(run.id));

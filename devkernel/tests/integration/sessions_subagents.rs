@@ -6,7 +6,7 @@ use crate::common;
 use std::time::Duration;
 
 use common::{AgentClient, client, event_types, kernel_with_agent};
-use rebuno_devkernel::{CreateExecution, ExecutionStatus, StepStatus};
+use rebuno_devkernel::{ExecutionStatus, NewExecution, StepStatus};
 use serde_json::json;
 
 #[tokio::test]
@@ -14,11 +14,11 @@ async fn session_turns_run_one_at_a_time_and_chain_state() {
     let (kernel, mut agent) = kernel_with_agent().await;
     let api = AgentClient::new(&kernel.url());
     let first = kernel
-        .create_execution(CreateExecution::new("hello", json!(1)).session("chat:1"))
+        .create_execution(NewExecution::new("hello", json!(1)).session("chat:1"))
         .await
         .unwrap();
     let second = kernel
-        .create_execution(CreateExecution::new("hello", json!(2)).session("chat:1"))
+        .create_execution(NewExecution::new("hello", json!(2)).session("chat:1"))
         .await
         .unwrap();
     assert_eq!(first.status, ExecutionStatus::Running);
@@ -125,7 +125,7 @@ async fn subagent_suspend_settle_resume() {
     let (kernel, mut agent) = kernel_with_agent().await;
     let api = AgentClient::new(&kernel.url());
     let parent = kernel
-        .create_execution(CreateExecution::new("hello", json!({})))
+        .create_execution(NewExecution::new("hello", json!({})))
         .await
         .unwrap();
     let d = agent.next().await.dispatch_id;

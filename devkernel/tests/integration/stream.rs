@@ -6,14 +6,14 @@ use crate::common;
 use std::time::Duration;
 
 use common::{AgentClient, kernel_with_agent};
-use rebuno_devkernel::CreateExecution;
+use rebuno_devkernel::NewExecution;
 use serde_json::json;
 
 #[tokio::test]
 async fn deltas_reach_sse_subscribers() {
     let (kernel, mut agent) = kernel_with_agent().await;
     let exec = kernel
-        .create_execution(CreateExecution::new("hello", json!({})))
+        .create_execution(NewExecution::new("hello", json!({})))
         .await
         .unwrap();
     let d = agent.next().await.dispatch_id;

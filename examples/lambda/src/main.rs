@@ -105,20 +105,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// this file and serve this agent.
 pub(crate) fn agent() -> Result<Agent, rebuno::Error> {
     let agent_id = std::env::var("REBUNO_AGENT_ID").unwrap_or_else(|_| "lambda-example".to_owned());
-    let agent = Agent::builder(agent_id)
+    Agent::builder(agent_id)
         .description("Counts the words of a text and finds the longest one, or asks a model")
-        .build()?;
-    let analyze = analyze_tool();
-    agent.bind(move |request: Request| {
-        let analyze = analyze.clone();
-        async move {
+        .handler_with_state(analyze_tool(), |analyze, request: Request| async move {
             match request {
                 Request::Ask(ask) => llm_call(ask).await.map(Reply::Answer),
                 Request::Analyze(input) => handle(&analyze, input).await.map(Reply::Analysis),
             }
-        }
-    });
-    Ok(agent)
+        })
+        .build()
 }
 
 /// A durable tool: policy applies to it, and a replayed dispatch gets the recorded result.

@@ -136,12 +136,10 @@ fn agent(env: &Env) -> rebuno::Result<Agent> {
         .map_or_else(|_| DEFAULT_AGENT_ID.to_owned(), |v| v.to_string());
     let agent = rebuno_workers::agent_builder(id, env)
         .description("Counts the words of a text, or asks an LLM once, durably")
+        .handler_with_state(analyze_tool(), |analyze, input: Input| async move {
+            handle(&analyze, input).await
+        })
         .build()?;
-    let analyze = analyze_tool();
-    agent.bind(move |input: Input| {
-        let analyze = analyze.clone();
-        async move { handle(&analyze, input).await }
-    });
     AGENT.with(|cell| cell.set(agent.clone()).ok());
     Ok(agent)
 }

@@ -52,7 +52,7 @@ pub(crate) async fn ask(base_url: &str, stream: bool) -> Result<(String, usize),
 /// (so a yield stays a yield); anything else travels as its message, since on wasm rig's
 /// errors need not be `Send`.
 fn failed(error: ProviderError) -> HandlerError {
-    match rebuno::raise_for_refusal(&error) {
+    match rebuno::llm::raise_for_refusal(&error) {
         Err(rebuno) => rebuno.into(),
         Ok(()) => error.to_string().into(),
     }

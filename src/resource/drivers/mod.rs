@@ -182,7 +182,7 @@ fn publish(partial: &Path, target: &Path) -> io::Result<()> {
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, BoxError> + Send + 'static,
 ) -> Result<T, BoxError> {
-    #[cfg(feature = "rt-tokio")]
+    #[cfg(all(feature = "rt-tokio", not(target_arch = "wasm32")))]
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
         return runtime
             .spawn_blocking(work)

@@ -105,9 +105,9 @@ fn webhook(c: &mut Criterion) {
         .secret("bench-secret")
         .base_url("http://127.0.0.1:9")
         .runtime(Runtime::new(Discard, Never, SystemClock::default()))
+        .handler(|_: serde_json::Value| async { Ok::<_, HandlerError>(serde_json::json!({})) })
         .build()
         .unwrap();
-    agent.bind(|_: serde_json::Value| async { Ok::<_, HandlerError>(serde_json::json!({})) });
     // Each request is a newer attempt of the same execution: it is admitted (superseding the
     // previous, never-run one), so the registry stays at one entry.
     let attempt = Cell::new(0u64);

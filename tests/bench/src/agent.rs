@@ -63,20 +63,16 @@ async fn chat(url: &str, i: u64) -> Result<(), HandlerError> {
 
 /// Builds the benchmark agent against the kernel at `kernel_url`.
 pub(crate) fn agent(kernel_url: &str, secret: &str) -> Result<Agent> {
-    let agent = Agent::builder(AGENT_ID)
-        .secret(secret)
-        .base_url(kernel_url)
-        .build()
-        .context("building the agent")?;
     let noop =
         define_tool("noop").execute(|args: Noop| async move { Ok::<_, HandlerError>(args.i) });
     let wait = define_tool("wait").execute(|args: Wait| async move {
         tokio::time::sleep(Duration::from_secs(args.secs)).await;
         Ok::<_, HandlerError>(0u64)
     });
-    agent.bind(move |input: Input| {
-        let (noop, wait) = (noop.clone(), wait.clone());
-        async move {
+    let agent = Agent::builder(AGENT_ID)
+        .secret(secret)
+        .base_url(kernel_url)
+        .handler_with_state((noop, wait), |(noop, wait), input: Input| async move {
             if input.mode == "idle" {
                 wait.call(Wait { secs: 3600 }).await?;
                 return Ok::<Value, HandlerError>(json!({}));
@@ -93,8 +89,9 @@ pub(crate) fn agent(kernel_url: &str, secret: &str) -> Result<Agent> {
                 std::future::pending::<()>().await;
             }
             Ok(json!({ "steps": input.k }))
-        }
-    });
+        })
+        .build()
+        .context("building the agent")?;
     Ok(agent)
 }
 

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
-use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel, ExecutionStatus, StepStatus};
+use rebuno_devkernel::{AgentSpec, DevKernel, ExecutionStatus, NewExecution, StepStatus};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use uuid::Uuid;
@@ -108,7 +108,7 @@ impl Driver {
     async fn create(&self, input: serde_json::Value) -> Result<Uuid> {
         let created = self
             .kernel
-            .create_execution(CreateExecution::new(&self.agent_id, input))
+            .create_execution(NewExecution::new(&self.agent_id, input))
             .await?;
         Ok(created.id)
     }
@@ -129,7 +129,7 @@ impl Driver {
                 while next.fetch_add(1, Ordering::Relaxed) < n {
                     let input = input.clone();
                     let outcome = match kernel
-                        .create_execution(CreateExecution::new(&agent_id, input))
+                        .create_execution(NewExecution::new(&agent_id, input))
                         .await
                     {
                         Ok(created) => match kernel.wait_terminal(created.id, WAIT).await {

@@ -18,8 +18,8 @@ pub use host::serve_as_host;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use rebuno::Agent;
-use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel, Event, Execution};
+use rebuno::{Agent, AgentBuilder};
+use rebuno_devkernel::{AgentSpec, DevKernel, Event, Execution, NewExecution};
 use serde_json::Value;
 use tokio::net::TcpListener;
 
@@ -35,13 +35,9 @@ pub fn trace_init() -> tracing::subscriber::DefaultGuard {
     tracing::subscriber::set_default(subscriber)
 }
 
-/// An agent configured against `kernel`.
-pub fn agent(kernel: &DevKernel, id: &str) -> Agent {
-    Agent::builder(id)
-        .secret(SECRET)
-        .base_url(kernel.url())
-        .build()
-        .expect("agent config")
+/// An agent builder configured against `kernel`; add a handler and `build()` it.
+pub fn agent(kernel: &DevKernel, id: &str) -> AgentBuilder {
+    Agent::builder(id).secret(SECRET).base_url(kernel.url())
 }
 
 /// A running agent server.
@@ -75,11 +71,15 @@ pub async fn serve(agent: Agent) -> Served {
     Served { addr, stop, done }
 }
 
-/// Starts a kernel, serves `agent` and registers it.
-pub async fn kernel_with(agent_id: &str, bind: impl FnOnce(&Agent)) -> (DevKernel, Served) {
+/// Starts a kernel, serves the agent `configure` gives a handler to, and registers it.
+pub async fn kernel_with(
+    agent_id: &str,
+    configure: impl FnOnce(AgentBuilder) -> AgentBuilder,
+) -> (DevKernel, Served) {
     let kernel = DevKernel::start().await.expect("dev kernel");
-    let agent = agent(&kernel, agent_id);
-    bind(&agent);
+    let agent = configure(agent(&kernel, agent_id))
+        .build()
+        .expect("agent config");
     let served = serve(agent).await;
     kernel
         .register_agent(AgentSpec::new(agent_id, served.webhook_url(), SECRET))
@@ -90,7 +90,7 @@ pub async fn kernel_with(agent_id: &str, bind: impl FnOnce(&Agent)) -> (DevKerne
 /// Creates an execution and waits for it to end.
 pub async fn run(kernel: &DevKernel, agent_id: &str, input: Value) -> Execution {
     let created = kernel
-        .create_execution(CreateExecution::new(agent_id, input))
+        .create_execution(NewExecution::new(agent_id, input))
         .await
         .expect("create execution");
     kernel

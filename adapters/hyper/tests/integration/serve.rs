@@ -4,7 +4,7 @@ use std::future::IntoFuture;
 use std::time::Duration;
 
 use rebuno::{Agent, HandlerError};
-use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel};
+use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
@@ -14,12 +14,12 @@ async fn shutdown_waits_for_acknowledged_runs_to_finish() {
     let agent = Agent::builder("sleepy")
         .secret("s3cret")
         .base_url(kernel.url())
+        .handler(|_: Value| async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            Ok::<_, HandlerError>("rested")
+        })
         .build()
         .expect("agent");
-    agent.bind(|_: Value| async {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        Ok::<_, HandlerError>("rested")
-    });
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -38,7 +38,7 @@ async fn shutdown_waits_for_acknowledged_runs_to_finish() {
         ))
         .expect("register");
     let created = kernel
-        .create_execution(CreateExecution::new("sleepy", json!({})))
+        .create_execution(NewExecution::new("sleepy", json!({})))
         .await
         .expect("create");
     kernel
@@ -75,9 +75,9 @@ async fn only_the_webhook_path_and_health_are_served() {
         .secret("s")
         .base_url(kernel.url())
         .webhook_path("/hooks/rebuno")
+        .handler(|_: Value| async { Ok::<_, HandlerError>(()) })
         .build()
         .expect("agent");
-    agent.bind(|_: Value| async { Ok::<_, HandlerError>(()) });
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("addr"));
     tokio::spawn(rebuno_hyper::serve(listener, agent).into_future());
@@ -129,6 +129,7 @@ async fn idle_keep_alive_connections_are_closed_after_the_idle_timeout() {
     let agent = Agent::builder("idle")
         .secret("s3cret")
         .base_url("http://127.0.0.1:9")
+        .handler(|_: Value| async { Ok::<_, HandlerError>(()) })
         .build()
         .expect("agent");
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");

@@ -51,15 +51,12 @@ pub async fn serve(role: Role) {
 
 /// The agent: one tool, then a local step that takes [`SETTLE_MS`].
 fn agent() -> Agent {
-    let agent = Agent::builder(AGENT_ID)
+    Agent::builder(AGENT_ID)
+        .handler_with_state(lookup_tool(), |lookup, input: Input| async move {
+            handle(&lookup, input).await
+        })
         .build()
-        .expect("REBUNO_URL and REBUNO_AGENT_SECRET are set by the test");
-    let lookup = lookup_tool();
-    agent.bind(move |input: Input| {
-        let lookup = lookup.clone();
-        async move { handle(&lookup, input).await }
-    });
-    agent
+        .expect("REBUNO_URL and REBUNO_AGENT_SECRET are set by the test")
 }
 
 fn lookup_tool() -> Tool<Lookup, String> {
@@ -83,24 +80,23 @@ async fn handle(lookup: &Tool<Lookup, String>, input: Input) -> Result<Value, Ha
 /// Two local steps; the first takes [`STOPWATCH_STEP_MS`], long enough that the second always
 /// starts within the deadline margin of a short invocation.
 fn stopwatch() -> Agent {
-    let agent = Agent::builder(Scenario::Stopwatch.agent_id())
+    Agent::builder(Scenario::Stopwatch.agent_id())
+        .handler(|_: Value| async {
+            let fetched: String = rebuno::step("fetch", || async {
+                mark("fetch");
+                tokio::time::sleep(Duration::from_millis(STOPWATCH_STEP_MS)).await;
+                Ok::<_, Infallible>("fetched".to_owned())
+            })
+            .await?;
+            let stored: String = rebuno::step("store", || async {
+                mark("store");
+                Ok::<_, Infallible>("stored".to_owned())
+            })
+            .await?;
+            Ok::<_, HandlerError>(json!({ "fetched": fetched, "stored": stored }))
+        })
         .build()
-        .expect("REBUNO_URL and REBUNO_AGENT_SECRET are set by the test");
-    agent.bind(|_: Value| async {
-        let fetched: String = rebuno::step("fetch", || async {
-            mark("fetch");
-            tokio::time::sleep(Duration::from_millis(STOPWATCH_STEP_MS)).await;
-            Ok::<_, Infallible>("fetched".to_owned())
-        })
-        .await?;
-        let stored: String = rebuno::step("store", || async {
-            mark("store");
-            Ok::<_, Infallible>("stored".to_owned())
-        })
-        .await?;
-        Ok::<_, HandlerError>(json!({ "fetched": fetched, "stored": stored }))
-    });
-    agent
+        .expect("REBUNO_URL and REBUNO_AGENT_SECRET are set by the test")
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -110,9 +106,6 @@ struct Email {
 
 /// A local step, then `send_email`, which the test's policy holds for approval.
 fn mailer() -> Agent {
-    let agent = Agent::builder(Scenario::Mailer.agent_id())
-        .build()
-        .expect("REBUNO_URL and REBUNO_AGENT_SECRET are set by the test");
     let send = rebuno::define_tool("send_email")
         .description("Sends the report")
         .idempotency(rebuno::Idempotency::AtMostOnce)
@@ -120,9 +113,8 @@ fn mailer() -> Agent {
             mark("send_email");
             Ok::<_, Infallible>(format!("sent to {}", email.to))
         });
-    agent.bind(move |_: Value| {
-        let send = send.clone();
-        async move {
+    Agent::builder(Scenario::Mailer.agent_id())
+        .handler_with_state(send, |send, _: Value| async move {
             let to: String = rebuno::step("draft", || async {
                 mark("draft");
                 Ok::<_, Infallible>("ops@example.com".to_owned())
@@ -130,9 +122,9 @@ fn mailer() -> Agent {
             .await?;
             let sent = send.call(Email { to }).await?;
             Ok::<_, HandlerError>(json!(sent))
-        }
-    });
-    agent
+        })
+        .build()
+        .expect("REBUNO_URL and REBUNO_AGENT_SECRET are set by the test")
 }
 
 /// The naive host: lambda_http straight onto `agent.fetch`, whose run is a bare

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::{Step, StepResource};
+use crate::model::{StepRecord, StepResource};
 use crate::store::ExecState;
 
 /// The LLM step kind: its declared resources are ignored and it never counts.
@@ -22,7 +22,7 @@ pub(crate) fn declared(kind: &str, resources: &[String]) -> Vec<String> {
 
 /// Keys a live start of `step` affects: its declared resources plus every resource with
 /// `coverage_reuse = false`, restricted to registered keys.
-pub(crate) fn affected(state: &ExecState, step: &Step) -> Vec<String> {
+pub(crate) fn affected(state: &ExecState, step: &StepRecord) -> Vec<String> {
     let mut keys: Vec<String> = state
         .resources
         .values()

@@ -395,17 +395,16 @@ async fn main() -> Result<(), BoxError> {
         .init();
     let args = args()?;
     let log = EffectLog::open(&args.effects)?;
-    let agent = Agent::builder(AGENT_ID)
-        .kernel_timeout(Duration::from_secs(10))
-        .build()?;
     let stub = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let llm_url = format!("http://{}/v1/chat/completions", stub.local_addr()?);
     tokio::spawn(serve_llm_stub(stub, log.clone()));
     let tools = Tools::new(&log, llm_url);
-    agent.bind(move |program: Program| {
-        let tools = tools.clone();
-        async move { tools.run(program).await }
-    });
+    let agent = Agent::builder(AGENT_ID)
+        .kernel_timeout(Duration::from_secs(10))
+        .handler_with_state(tools, |tools, program: Program| async move {
+            tools.run(program).await
+        })
+        .build()?;
     let listener = bind(args.port).await?;
     if let Some(port) = args.deadline_port {
         let deadline = bind(port).await?;

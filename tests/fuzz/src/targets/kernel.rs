@@ -4,7 +4,7 @@
 //! A case delivers one to three signed webhooks to an agent whose handler runs a random plan
 //! (tools, local steps, `call_json`, subagents, concurrent calls, resources, LLM calls,
 //! `previous`, state), drives every background run to its end, then runs random
-//! [`rebuno::Client`] operator calls. After `cutoff` requests the kernel answers
+//! [`rebuno::client::Client`] operator calls. After `cutoff` requests the kernel answers
 //! `execution_terminal` for good, so every case ends. Every request the SDK sends is checked:
 //! agent routes carry a valid `v1=` request signature and lease headers on mutations, client
 //! routes the configured bearer token, and every body is JSON.
@@ -18,6 +18,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use futures_util::future::join_all;
 use http::{Method, StatusCode};
+use rebuno::client::Client;
 use rebuno::kernel::{
     ByteStream, StreamingFuture, Transport, TransportError, TransportErrorKind, TransportFuture,
 };
@@ -25,7 +26,7 @@ use rebuno::llm::DurableLlm;
 use rebuno::resource::{Checkpoints, ResourceDriver};
 use rebuno::rt::Deadline;
 use rebuno::signing::RequestSignature;
-use rebuno::{Agent, BoxError, Client, HandlerError, Idempotency, Secret, Step, Subagent};
+use rebuno::{Agent, BoxError, HandlerError, Idempotency, Secret, Step, Subagent};
 use serde_json::{Value, json};
 
 use crate::Recorder;
@@ -1133,26 +1134,34 @@ async fn client_calls(rng: &mut Rng, client: &Client) {
                 let _ = client.cancel(&id).await;
             }
             6 => {
-                let _ = client
-                    .fork(
-                        &id,
-                        rng.below(10) as u64,
-                        rng.coin().then_some("s"),
-                        rng.coin().then_some("b"),
-                    )
-                    .await;
+                let mut fork = client.fork(&id, rng.below(10) as u64);
+                if rng.coin() {
+                    fork = fork.session("s");
+                }
+                if rng.coin() {
+                    fork = fork.policy_bundle("b");
+                }
+                let _ = fork.send().await;
             }
             7 => {
                 let _ = client.fork_points(&id).await;
             }
             8 => {
-                let _ = client.steps(&id, rng.coin()).await;
+                let mut steps = client.steps(&id);
+                if rng.coin() {
+                    steps = steps.terminal_only();
+                }
+                let _ = steps.send().await;
             }
             9 => {
                 let _ = client.step(&id, &hex64(2)).await;
             }
             10 => {
-                let _ = client.approvals(rng.coin().then_some("granted")).await;
+                let mut approvals = client.approvals();
+                if rng.coin() {
+                    approvals = approvals.status(rebuno::wire::ApprovalStatus::Granted);
+                }
+                let _ = approvals.send().await;
             }
             11 => {
                 let _ = client.approval("ap1").await;
@@ -1276,27 +1285,29 @@ fn run(
             .description("fuzz agent")
             .input_schema(json!({"type": "object"}));
     }
-    let agent = match builder.build() {
-        Ok(agent) => agent,
-        Err(error) => panic!("agent build failed: {error}"),
-    };
     let deps = Deps {
         client: client.clone(),
         provider: Provider(Arc::new(Mutex::new(rng.fork()))),
     };
     let plan = Arc::new(plan);
-    if rng.one_in(6) {
+    let builder = if rng.one_in(6) {
         #[derive(serde::Deserialize)]
         struct Typed {
             #[allow(dead_code)]
             n: u32,
         }
-        let (plan, deps) = (Arc::clone(&plan), deps);
-        agent.bind(move |_: Typed| run_plan(Arc::clone(&plan), deps.clone()));
+        builder.handler_with_state((Arc::clone(&plan), deps), |(plan, deps), _: Typed| {
+            run_plan(plan, deps)
+        })
     } else {
-        let plan = Arc::clone(&plan);
-        agent.bind(move |_: Value| run_plan(Arc::clone(&plan), deps.clone()));
-    }
+        builder.handler_with_state((Arc::clone(&plan), deps), |(plan, deps), _: Value| {
+            run_plan(plan, deps)
+        })
+    };
+    let agent = match builder.build() {
+        Ok(agent) => agent,
+        Err(error) => panic!("agent build failed: {error}"),
+    };
 
     let secret = Secret::new(secret);
     let mut runs = Vec::new();

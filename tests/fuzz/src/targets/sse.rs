@@ -1,4 +1,4 @@
-//! `sse`: the live delta parser behind [`rebuno::Client::stream`], fed through a streaming
+//! `sse`: the live delta parser behind [`rebuno::client::Client::stream`], fed through a streaming
 //! transport in chunks cut at random boundaries (UTF-8 sequences and line endings split).
 //!
 //! Well-formed streams must yield exactly the deltas they were built from; mutated streams
@@ -11,10 +11,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use http::StatusCode;
+use rebuno::client::Client;
 use rebuno::kernel::{
     ByteStream, StreamingFuture, Transport, TransportError, TransportErrorKind, TransportFuture,
 };
-use rebuno::{BoxError, Client, ErrorKind};
+use rebuno::{BoxError, ErrorKind};
 use serde_json::json;
 
 use crate::Recorder;

@@ -6,7 +6,7 @@
 //! `POST`, `400` for a body that breaks, `413` past 64 KiB, `408` for a body that never
 //! arrives, `401` exactly when the signature is wrong (under the secret or the previous one),
 //! `400` exactly when the signed payload is malformed (not a JSON object, a missing field,
-//! attempt 0, a lease under 1 s), `503` without a handler or after `close`, else `200`, with a
+//! attempt 0, a lease under 1 s), `503` after `close`, else `200`, with a
 //! background run unless this attempt, or a later one of its dispatch, was already admitted here. Background runs
 //! are kept for a while or dropped, never run.
 
@@ -325,6 +325,24 @@ impl Registry {
     }
 }
 
+/// An agent without a handler is never built (there is no "no handler" state to answer `503`
+/// in): `build()` fails with a configuration error naming `.handler`.
+fn no_handler_is_refused(runtime: &rebuno::rt::Runtime) {
+    let built = Agent::builder("fuzz-agent")
+        .secret("dev-secret")
+        .base_url("http://127.0.0.1:1")
+        .runtime(runtime.clone())
+        .transport(UnusedTransport::default())
+        .build();
+    match built {
+        Ok(agent) => panic!("an agent without a handler was built: {agent:?}"),
+        Err(error) => {
+            assert_eq!(error.kind(), rebuno::ErrorKind::Config, "{error}");
+            assert!(error.to_string().contains(".handler"), "{error}");
+        }
+    }
+}
+
 pub(crate) fn case(rng: &mut Rng, recorder: &Recorder) {
     let secret_text = match rng.below(4) {
         0 => "s".to_owned(),
@@ -341,19 +359,21 @@ pub(crate) fn case(rng: &mut Rng, recorder: &Recorder) {
     let mut builder = Agent::builder("fuzz-agent")
         .secret(secret_text)
         .base_url("http://127.0.0.1:1")
-        .runtime(runtime)
+        .runtime(runtime.clone())
         .transport(transport);
     if rotating {
         builder = builder.previous_secret(PREVIOUS);
     }
-    let agent = match builder.build() {
+    if rng.one_in(20) {
+        no_handler_is_refused(&runtime);
+    }
+    let agent = match builder
+        .handler(|_: Value| async { Ok::<_, rebuno::HandlerError>(json!({"ok": true})) })
+        .build()
+    {
         Ok(agent) => agent,
         Err(error) => panic!("agent build failed: {error}"),
     };
-    let bound = !rng.one_in(20);
-    if bound {
-        agent.bind(|_: Value| async { Ok::<_, rebuno::HandlerError>(json!({"ok": true})) });
-    }
     let closed = rng.one_in(40);
     if closed {
         drive(agent.close(), 100);
@@ -452,7 +472,7 @@ pub(crate) fn case(rng: &mut Rng, recorder: &Recorder) {
             Expect::BadSignature
         } else if payload.is_none() {
             Expect::Malformed
-        } else if closed || !bound {
+        } else if closed {
             Expect::Unavailable
         } else {
             Expect::Accepted

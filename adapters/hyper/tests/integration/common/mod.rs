@@ -19,6 +19,7 @@ pub fn agent() -> Agent {
     Agent::builder("limits")
         .secret("s3cret")
         .base_url("http://127.0.0.1:1")
+        .handler(|_: serde_json::Value| async { Ok::<_, rebuno::HandlerError>(()) })
         .build()
         .expect("agent")
 }

@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rebuno_campaign::{AGENT_ID, Program, Rng, SECRET, generate, policy_yaml};
-use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel, StepStatus};
+use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution, StepStatus};
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -266,7 +266,10 @@ async fn inject(world: Arc<World>, seed: u64) {
 /// Every execution of the agent, with the parent of each spawned one.
 async fn children_index(kernel: &DevKernel) -> HashMap<String, Vec<Uuid>> {
     let mut index: HashMap<String, Vec<Uuid>> = HashMap::new();
-    let Ok(client) = rebuno::Client::builder().base_url(kernel.url()).build() else {
+    let Ok(client) = rebuno::client::Client::builder()
+        .base_url(kernel.url())
+        .build()
+    else {
         return index;
     };
     let mut cursor: Option<String> = None;
@@ -391,7 +394,7 @@ async fn run(options: Options) -> Result<bool, BoxError> {
         index += 1;
         let input = serde_json::to_value(&program)?;
         let execution = kernel
-            .create_execution(CreateExecution::new(AGENT_ID, input))
+            .create_execution(NewExecution::new(AGENT_ID, input))
             .await?;
         if let Ok(mut seen) = world.seen.lock() {
             seen.insert(execution.id);

@@ -19,7 +19,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use rebuno_campaign::{AGENT_ID, DEADLINE_HEADER, Op, Program, SECRET, policy_yaml};
-use rebuno_devkernel::{AgentSpec, CreateExecution, DevKernel};
+use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
 
 use crate::agents::{self, Slot};
 use crate::verify::read_effects;
@@ -125,10 +125,7 @@ pub(crate) async fn stale_dispatch_then_repeat() -> Result<bool, BoxError> {
         ],
     };
     let created = kernel
-        .create_execution(CreateExecution::new(
-            AGENT_ID,
-            serde_json::to_value(&program)?,
-        ))
+        .create_execution(NewExecution::new(AGENT_ID, serde_json::to_value(&program)?))
         .await?;
     let webhook = |n: usize| {
         let kept = Arc::clone(&kept);
@@ -238,10 +235,7 @@ pub(crate) async fn repeat_after_deadline() -> Result<bool, BoxError> {
         ],
     };
     let created = kernel
-        .create_execution(CreateExecution::new(
-            AGENT_ID,
-            serde_json::to_value(&program)?,
-        ))
+        .create_execution(NewExecution::new(AGENT_ID, serde_json::to_value(&program)?))
         .await?;
     let mut first = None;
     for _ in 0..100 {

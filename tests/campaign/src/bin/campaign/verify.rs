@@ -7,7 +7,7 @@ use std::path::Path;
 use rebuno_campaign::{
     AT_MOST_ONCE, DENIED, EffectLine, GATED, MODEL, Op, Program, SPAWN, TOOL, expected_output,
 };
-use rebuno_devkernel::{DevKernel, Execution, ExecutionStatus, Step, StepStatus};
+use rebuno_devkernel::{DevKernel, Execution, ExecutionStatus, StepRecord, StepStatus};
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -74,14 +74,14 @@ pub(crate) fn read_effects(path: &Path) -> (Effects, usize, Vec<String>) {
 }
 
 /// The kernel step of a leaf op (the first started when there are several).
-fn step_of<'a>(steps: &'a [Step], op: &Op) -> Option<&'a Step> {
+fn step_of<'a>(steps: &'a [StepRecord], op: &Op) -> Option<&'a StepRecord> {
     steps_of(steps, op)
         .into_iter()
         .min_by_key(|s| (s.started_at.is_none(), s.started_at))
 }
 
 /// Every kernel step of a leaf op.
-fn steps_of<'a>(steps: &'a [Step], op: &Op) -> Vec<&'a Step> {
+fn steps_of<'a>(steps: &'a [StepRecord], op: &Op) -> Vec<&'a StepRecord> {
     let (kind, target) = match op {
         Op::Tool { .. } => ("tool_call", TOOL.to_owned()),
         Op::AtMostOnce { .. } => ("tool_call", AT_MOST_ONCE.to_owned()),
@@ -107,14 +107,14 @@ fn steps_of<'a>(steps: &'a [Step], op: &Op) -> Vec<&'a Step> {
         .collect()
 }
 
-fn error_reason(step: &Step) -> Option<&str> {
+fn error_reason(step: &StepRecord) -> Option<&str> {
     step.error
         .as_ref()
         .and_then(|e| e.get("reason"))
         .and_then(Value::as_str)
 }
 
-fn is_indeterminate(step: &Step) -> bool {
+fn is_indeterminate(step: &StepRecord) -> bool {
     step.status == StepStatus::Failed && error_reason(step) == Some("indeterminate")
 }
 
@@ -223,7 +223,7 @@ pub(crate) fn verify(inputs: &Inputs<'_>) -> Report {
 fn classify(
     inputs: &Inputs<'_>,
     execution: &Execution,
-    steps: &[Step],
+    steps: &[StepRecord],
 ) -> Result<&'static str, String> {
     let reason = execution.failure_reason.as_str();
     let id = execution.id.to_string();

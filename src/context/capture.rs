@@ -1,7 +1,7 @@
 //! Taking checkpoints: due after a step, a baseline when nothing covers the start, and on
 //! completion.
 
-use crate::context::ExecutionContext;
+use super::ExecutionContext;
 use crate::error::Result;
 use crate::panic::catch_panic;
 use crate::wire::{Capture, CaptureFailure, Captures, ResourceGeneration};
