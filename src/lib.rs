@@ -28,7 +28,6 @@ mod step;
 mod subagent;
 mod tool;
 pub mod wire;
-mod wrap;
 
 pub use agent::{Agent, AgentBuilder, Dispatch, ResponseFuture, Route};
 pub use body::Body;
@@ -38,8 +37,7 @@ pub use resource::resource;
 pub use secret::Secret;
 pub use step::{Step, step};
 pub use subagent::{Subagent, subagent};
-pub use tool::{DynTool, Idempotency, Tool, ToolBuilder, ToolSpec, define_tool};
-pub use wrap::{WrapTool, wrap_tool};
+pub use tool::{DynTool, Idempotency, Tool, ToolBuilder, ToolSpec, define_tool, wrap_tool};
 
 #[allow(dead_code)]
 fn _assert_impls() {

@@ -78,14 +78,54 @@ pub fn define_tool(name: impl Into<String>) -> ToolBuilder {
             idempotency: Idempotency::default(),
             resources: Vec::new(),
         },
+        transform_args: None,
+        to_result: None,
     }
 }
 
-/// Builds a [`Tool`]; finish with [`execute`](Self::execute).
-#[derive(Debug, Clone)]
-#[must_use = "a ToolBuilder does nothing until `execute` is called"]
+/// The same builder as [`define_tool`], named as in the other Rebuno SDKs for tools that are
+/// not plain functions (framework tool objects, schema-only tools): finish it with
+/// [`invoke`](ToolBuilder::invoke), the JSON seam.
+///
+/// ```no_run
+/// use serde_json::{Value, json};
+///
+/// let search = rebuno::wrap_tool("docs_search")
+///     .description("Search the docs")
+///     .input_schema(json!({"type": "object", "properties": {"q": {"type": "string"}}}))
+///     .transform_args(rebuno::mcp::strip_nulls)
+///     .invoke(|args: Value| async move { Ok::<_, rebuno::HandlerError>(json!({"hits": [args["q"]]})) });
+/// ```
+pub fn wrap_tool(name: impl Into<String>) -> ToolBuilder {
+    define_tool(name)
+}
+
+/// A JSON-to-JSON mapping of a tool's arguments or result, `Send + Sync` where the target has
+/// threads (trait objects cannot name `MaybeSend` beside `Fn` directly).
+pub(crate) trait JsonMap: Fn(Value) -> Value + MaybeSend + MaybeSync {}
+
+impl<F: Fn(Value) -> Value + MaybeSend + MaybeSync> JsonMap for F {}
+
+pub(crate) type Mapper = Arc<dyn JsonMap>;
+
+/// Builds a [`Tool`]; finish with [`execute`](Self::execute) (a typed body) or
+/// [`invoke`](Self::invoke) (a JSON body).
+#[derive(Clone)]
+#[must_use = "a ToolBuilder does nothing until `execute` or `invoke` is called"]
 pub struct ToolBuilder {
     spec: ToolSpec,
+    transform_args: Option<Mapper>,
+    to_result: Option<Mapper>,
+}
+
+impl fmt::Debug for ToolBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ToolBuilder")
+            .field("spec", &self.spec)
+            .field("transform_args", &self.transform_args.is_some())
+            .field("to_result", &self.to_result.is_some())
+            .finish()
+    }
 }
 
 impl ToolBuilder {
@@ -123,30 +163,87 @@ impl ToolBuilder {
         self
     }
 
-    /// The body: runs only when the kernel says `proceed`.
+    /// Maps the caller's arguments, as JSON, before they are recorded and reach the body (for
+    /// example [`mcp::strip_nulls`](crate::mcp::strip_nulls)). With a typed body the mapped JSON
+    /// must still fit the argument type, or the call fails with [`ErrorKind::Serde`].
+    pub fn transform_args(
+        mut self,
+        map: impl Fn(Value) -> Value + MaybeSend + MaybeSync + 'static,
+    ) -> Self {
+        self.transform_args = Some(Arc::new(map));
+        self
+    }
+
+    /// Maps the body's result, as JSON, before it is recorded (for example
+    /// [`mcp::flatten`](crate::mcp::flatten)); replays return the mapped value. With a typed
+    /// body the mapped JSON must still fit the result type, or the call fails as a tool error.
+    pub fn to_result(
+        mut self,
+        map: impl Fn(Value) -> Value + MaybeSend + MaybeSync + 'static,
+    ) -> Self {
+        self.to_result = Some(Arc::new(map));
+        self
+    }
+
+    /// The typed body: runs only when the kernel says `proceed`.
     ///
     /// Its result is recorded as JSON and decoded again on replay, so `R` must own its data
     /// (`String`, not `&str`).
     pub fn execute<A, R, E, F, Fut>(self, body: F) -> Tool<A, R>
     where
-        A: Serialize + MaybeSend + 'static,
+        A: Serialize + DeserializeOwned + MaybeSend + 'static,
         R: Serialize + DeserializeOwned + MaybeSend + 'static,
         F: Fn(A) -> Fut + MaybeSend + MaybeSync + 'static,
         Fut: Future<Output = std::result::Result<R, E>> + MaybeSend + 'static,
         E: Into<HandlerError>,
     {
+        let to_result = self.to_result;
         let body = move |args: A| {
             let future = body(args);
-            Box::pin(async move { future.await.map_err(|e| e.into().into_inner()) })
-                as BoxFuture<'static, _>
+            let to_result = to_result.clone();
+            Box::pin(async move {
+                let result = future.await.map_err(|e| e.into().into_inner())?;
+                match to_result {
+                    Some(map) => remap(result, map.as_ref()).map_err(|e| {
+                        format!("to_result's value does not fit the tool's result type: {e}").into()
+                    }),
+                    None => Ok(result),
+                }
+            }) as BoxFuture<'static, _>
         };
+        let prepare = self.transform_args.map(|map| {
+            Arc::new(move |args: A| {
+                remap(args, map.as_ref()).map_err(|e| {
+                    Error::serde(
+                        "transform_args' value does not fit the tool's argument type",
+                        e,
+                    )
+                })
+            }) as Arc<dyn Prepare<A>>
+        });
         Tool {
             spec: Arc::new(self.spec),
             body: Arc::new(body),
-            prepare: None,
+            prepare,
             _types: PhantomData,
         }
     }
+
+    /// The JSON body, for tools whose arguments and result are plain JSON (framework tool
+    /// objects, MCP tools): runs only when the kernel says `proceed`.
+    pub fn invoke<E, F, Fut>(self, body: F) -> Tool<Value, Value>
+    where
+        F: Fn(Value) -> Fut + MaybeSend + MaybeSync + 'static,
+        Fut: Future<Output = std::result::Result<Value, E>> + MaybeSend + 'static,
+        E: Into<HandlerError>,
+    {
+        self.execute(body)
+    }
+}
+
+/// Passes `value` through `map` as JSON and decodes it back into its type.
+fn remap<T: Serialize + DeserializeOwned>(value: T, map: &dyn JsonMap) -> serde_json::Result<T> {
+    serde_json::from_value(map(serde_json::to_value(value)?))
 }
 
 /// A tool body with its types erased to one shape.
@@ -176,11 +273,11 @@ pub struct Tool<A, R> {
 
 /// Maps the caller's arguments before they are recorded and passed to the body.
 trait Prepare<A>: MaybeSend + MaybeSync {
-    fn apply(&self, args: A) -> A;
+    fn apply(&self, args: A) -> Result<A>;
 }
 
-impl<A, F: Fn(A) -> A + MaybeSend + MaybeSync> Prepare<A> for F {
-    fn apply(&self, args: A) -> A {
+impl<A, F: Fn(A) -> Result<A> + MaybeSend + MaybeSync> Prepare<A> for F {
+    fn apply(&self, args: A) -> Result<A> {
         self(args)
     }
 }
@@ -234,7 +331,7 @@ where
         let context = current()
             .ok_or_else(|| Error::outside_execution(&format!("tool {:?}", self.spec.name)))?;
         let args = match &self.prepare {
-            Some(prepare) => prepare.apply(args),
+            Some(prepare) => prepare.apply(args)?,
             None => args,
         };
         let recorded = serde_json::to_value(&args)
@@ -280,18 +377,6 @@ where
             }
             Err(error) => denial_as_result(&self.spec.name, error),
         }
-    }
-}
-
-impl Tool<Value, Value> {
-    /// Maps JSON arguments before they are recorded and passed to the body (used by
-    /// [`wrap_tool`](crate::wrap_tool)).
-    pub(crate) fn with_prepare(
-        mut self,
-        prepare: impl Fn(Value) -> Value + MaybeSend + MaybeSync + 'static,
-    ) -> Self {
-        self.prepare = Some(Arc::new(prepare));
-        self
     }
 }
 

@@ -7,10 +7,15 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::spec::McpToolSpec;
-use crate::tool::Idempotency;
+use crate::rt::{MaybeSend, MaybeSync};
+use crate::tool::{Idempotency, Mapper};
 
-type Mapper = Arc<dyn Fn(Value) -> Value + Send + Sync>;
-type Chooser = Arc<dyn Fn(&McpToolSpec) -> Idempotency + Send + Sync>;
+type Chooser = Arc<dyn ChooseIdempotency>;
+
+/// Picks a tool's idempotency from its descriptor (`Send + Sync` where the target has threads).
+trait ChooseIdempotency: Fn(&McpToolSpec) -> Idempotency + MaybeSend + MaybeSync {}
+
+impl<F: Fn(&McpToolSpec) -> Idempotency + MaybeSend + MaybeSync> ChooseIdempotency for F {}
 
 /// Options for [`wrap_mcp_tool`](super::wrap_mcp_tool) and
 /// [`wrap_mcp_tools`](super::wrap_mcp_tools). Cheap to clone.
@@ -124,7 +129,7 @@ impl McpOptions {
     /// ```
     pub fn idempotency_with(
         mut self,
-        choose: impl Fn(&McpToolSpec) -> Idempotency + Send + Sync + 'static,
+        choose: impl Fn(&McpToolSpec) -> Idempotency + MaybeSend + MaybeSync + 'static,
     ) -> Self {
         self.chooser = Some(Arc::new(choose));
         self
@@ -151,7 +156,10 @@ impl McpOptions {
     /// let options = rebuno::mcp::McpOptions::new().to_result(|raw: Value| raw);
     /// # drop(options);
     /// ```
-    pub fn to_result(mut self, map: impl Fn(Value) -> Value + Send + Sync + 'static) -> Self {
+    pub fn to_result(
+        mut self,
+        map: impl Fn(Value) -> Value + MaybeSend + MaybeSync + 'static,
+    ) -> Self {
         self.to_result = Some(Arc::new(map));
         self
     }

@@ -10,7 +10,7 @@ use super::result::{flatten, strip_nulls};
 use super::spec::McpToolSpec;
 use crate::error::{BoxError, HandlerError};
 use crate::tool::Tool;
-use crate::wrap::wrap_tool;
+use crate::tool::wrap_tool;
 
 /// Wraps one MCP tool: a durable [`Tool`] whose id is [`McpOptions::tool_id`] and whose body
 /// calls `call` with the bare name. See the [module docs](super) for the behaviour.
