@@ -1,7 +1,7 @@
 //! `rebuno-dev`: serve the in-memory kernel, or talk to a running one.
 //!
 //! ```text
-//! rebuno-dev [--config FILE] [--addr HOST:PORT]
+//! rebuno-dev [serve] [--config FILE] [--addr HOST:PORT]
 //! rebuno-dev exec create <agent> ['<json>'] [--session S] [--watch]
 //! rebuno-dev exec list|get|events|cancel ...
 //! rebuno-dev approvals list|grant|deny ...
@@ -9,8 +9,10 @@
 //!
 //! Serving: `REBUNO_BEARER_TOKEN`, when set, is required from clients; otherwise the kernel
 //! runs in dev mode (requests without `Authorization` are admitted). `RUST_LOG` sets the log
-//! filter. Client commands: `--url`/`REBUNO_URL`, `--token`/`REBUNO_API_KEY`; `--help` on
-//! any command group.
+//! filter. Client commands: `--url`/`REBUNO_URL`, `--token`/`REBUNO_API_KEY`, in any
+//! position; `--help` on any command group. Exit status: 0 success, 1 failure (a kernel
+//! error, an unreachable kernel, a watched execution that did not complete, or serving that
+//! could not start), 2 usage error.
 
 use std::process::ExitCode;
 
@@ -35,7 +37,7 @@ async fn main() -> ExitCode {
         Ok(command) => command,
         Err(error) => {
             eprintln!("rebuno-dev: {error}\n\n{usage}");
-            return ExitCode::from(2);
+            return ExitCode::from(error.exit_code());
         }
     };
     if let Command::Serve(args) = command {
@@ -49,14 +51,8 @@ async fn main() -> ExitCode {
         };
     }
     init_tracing("warn");
-    let mut stdout = std::io::stdout();
-    match cli::run(command, &mut stdout).await {
-        Ok(outcome) => ExitCode::from(outcome.exit_code()),
-        Err(error) => {
-            eprintln!("rebuno-dev: {error}");
-            ExitCode::FAILURE
-        }
-    }
+    let code = cli::execute(command, &mut std::io::stdout(), &mut std::io::stderr()).await;
+    ExitCode::from(code)
 }
 
 async fn serve(args: ServeArgs) -> Result<(), String> {

@@ -9,8 +9,9 @@ use super::client::Client;
 use super::{CliError, Outcome};
 
 /// Usage of the `approvals` group.
-pub(crate) const USAGE: &str = "\
-usage: rebuno-dev approvals <command> [options]
+pub(crate) const USAGE: &str = concat!(
+    "\
+usage: rebuno-dev [client options] approvals <command> [options]
 
 commands:
   list [--status pending|granted|denied|expired]
@@ -18,7 +19,10 @@ commands:
   grant <id> [--by NAME] [--reason TEXT]
                         let the step run
   deny <id> [--by NAME] [--reason TEXT]
-                        refuse the step";
+                        refuse the step",
+    client_options_help!(),
+    exit_status_help!()
+);
 
 /// An `approvals` subcommand.
 #[derive(Debug, Clone, PartialEq, Eq)]

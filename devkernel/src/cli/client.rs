@@ -33,7 +33,7 @@ impl Client {
         let http = reqwest::Client::builder()
             .timeout(TIMEOUT)
             .build()
-            .map_err(|source| CliError::Http {
+            .map_err(|source| CliError::Transport {
                 url: connection.url.clone(),
                 source,
             })?;
@@ -42,6 +42,11 @@ impl Client {
             token: connection.token.clone().filter(|t| !t.is_empty()),
             http,
         })
+    }
+
+    /// The kernel's base URL, without a trailing `/`.
+    pub(crate) fn base(&self) -> &str {
+        &self.base
     }
 
     /// The SDK's client for the same kernel and token.
@@ -80,13 +85,18 @@ impl Client {
                 .header("Content-Type", "application/json")
                 .body(body.to_string());
         }
-        let http_error = |source| CliError::Http {
-            url: url.clone(),
+        let response = request.send().await.map_err(|source| CliError::Http {
+            url: self.base.clone(),
             source,
-        };
-        let response = request.send().await.map_err(http_error)?;
+        })?;
         let status = response.status().as_u16();
-        let text = response.text().await.map_err(http_error)?;
+        let text = response
+            .text()
+            .await
+            .map_err(|source| CliError::Transport {
+                url: url.clone(),
+                source,
+            })?;
         tracing::debug!(%url, status, "kernel answered");
         let json = if text.trim().is_empty() {
             Value::Null
@@ -100,14 +110,61 @@ impl Client {
     }
 }
 
-/// `{"code", "message"}` (or a plain body) as an error.
+/// `{"code", "message"}` (or a plain body) as an error; without either, the message is the
+/// body as sent, else the status's reason.
 fn api_error(status: u16, body: &Value) -> CliError {
     let field = |name: &str| body.get(name).and_then(Value::as_str).map(str::to_owned);
+    let message = field("message")
+        .or_else(|| body.as_str().map(|s| s.trim().to_owned()))
+        .or_else(|| (!body.is_null()).then(|| body.to_string()))
+        .filter(|m| !m.is_empty())
+        .unwrap_or_else(|| reason(status));
     CliError::Api {
         status,
         code: field("code").unwrap_or_else(|| "error".to_owned()),
-        message: field("message")
-            .or_else(|| body.as_str().map(|s| s.trim().to_owned()))
-            .unwrap_or_default(),
+        message,
+    }
+}
+
+/// The canonical reason of `status`, e.g. `Method Not Allowed`.
+fn reason(status: u16) -> String {
+    http::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("no message")
+        .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn text(status: u16, body: &Value) -> String {
+        api_error(status, body).to_string()
+    }
+
+    #[test]
+    fn error_answers_name_code_and_message() {
+        let envelope = json!({"code": "conflict", "message": "conflict: not running"});
+        assert_eq!(
+            text(409, &envelope),
+            "kernel answered 409 conflict: conflict: not running"
+        );
+        assert_eq!(
+            text(502, &json!("bad gateway\n")),
+            "kernel answered 502 error: bad gateway"
+        );
+        assert_eq!(
+            text(405, &Value::Null),
+            "kernel answered 405 error: Method Not Allowed"
+        );
+        assert_eq!(
+            text(500, &json!({"error": "boom"})),
+            r#"kernel answered 500 error: {"error":"boom"}"#
+        );
+        let unauthorized = json!({"code": "unauthorized", "message": "unauthorized"});
+        assert!(text(401, &unauthorized).ends_with("; set --token or REBUNO_API_KEY"));
     }
 }

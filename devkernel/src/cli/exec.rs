@@ -9,8 +9,9 @@ use super::client::Client;
 use super::{CliError, Outcome, watch};
 
 /// Usage of the `exec` group.
-pub(crate) const USAGE: &str = "\
-usage: rebuno-dev exec <command> [options]
+pub(crate) const USAGE: &str = concat!(
+    "\
+usage: rebuno-dev [client options] exec <command> [options]
 
 commands:
   create <agent> ['<json input>'] [--session S] [--watch]
@@ -21,7 +22,10 @@ commands:
                         list executions, newest first
   get <id>              show one execution as JSON
   events <id>           print its event log, one line per event
-  cancel <id>           cancel it";
+  cancel <id>           cancel it",
+    client_options_help!(),
+    exit_status_help!()
+);
 
 /// An `exec` subcommand.
 #[derive(Debug, Clone, PartialEq)]
@@ -155,78 +159,169 @@ pub(crate) async fn run(
             input,
             session,
             watch,
-        } => {
-            let mut body = json!({"agent_id": agent});
-            if let Some(input) = input {
-                body["input"] = input;
-            }
-            if let Some(session) = session {
-                body["session"] = json!(session);
-            }
-            let created = client.post("/v0/executions", Some(&body)).await?;
-            let id = text(&created, "id");
-            writeln!(out, "{id} {}", text(&created, "status"))?;
-            if !watch {
-                return Ok(Outcome::Success);
-            }
-            let completed = watch::follow(client, &id, out).await?;
-            Ok(if completed {
-                Outcome::Success
-            } else {
-                Outcome::Failure
-            })
-        }
+        } => create(client, &agent, input, session, watch, out).await,
         ExecCommand::List {
             agent,
             status,
             session,
             limit,
         } => {
-            let path = format!(
-                "/v0/executions{}",
-                query(&[
-                    ("agent_id", agent),
-                    ("status", status),
-                    ("session", session),
-                    ("limit", limit.map(|l| l.to_string())),
-                ])
-            );
-            let page = client.get(&path).await?;
-            for exec in page["executions"].as_array().into_iter().flatten() {
-                writeln!(
-                    out,
-                    "{}  {:<20} {:<10} {}",
-                    text(exec, "id"),
-                    text(exec, "agent_id"),
-                    text(exec, "status"),
-                    text(exec, "created_at")
-                )?;
-            }
-            Ok(Outcome::Success)
+            let filters = [
+                ("agent_id", agent),
+                ("status", status),
+                ("session", session),
+                ("limit", limit.map(|l| l.to_string())),
+            ];
+            list(client, &filters, out).await
         }
-        ExecCommand::Get(id) => {
-            let exec = client
-                .get(&format!("/v0/executions/{}", encode(&id)))
-                .await?;
-            let pretty = serde_json::to_string_pretty(&exec).unwrap_or_else(|_| exec.to_string());
-            writeln!(out, "{pretty}")?;
-            Ok(Outcome::Success)
-        }
-        ExecCommand::Events(id) => {
-            let path = format!("/v0/executions/{}/events?limit=1000", encode(&id));
-            for event in client.get(&path).await?.as_array().into_iter().flatten() {
-                writeln!(out, "{}", watch::event_line(event))?;
-            }
-            Ok(Outcome::Success)
-        }
-        ExecCommand::Cancel(id) => {
-            client
-                .post(&format!("/v0/executions/{}/cancel", encode(&id)), None)
-                .await?;
-            writeln!(out, "{id} cancelled")?;
-            Ok(Outcome::Success)
-        }
+        ExecCommand::Get(id) => get(client, &id, out).await,
+        ExecCommand::Events(id) => events(client, &id, out).await,
+        ExecCommand::Cancel(id) => cancel(client, &id, out).await,
     }
+}
+
+/// `exec create`: prints `id status`, then with `watch` follows the execution to its end.
+async fn create(
+    client: &Client,
+    agent: &str,
+    input: Option<Value>,
+    session: Option<String>,
+    watch: bool,
+    out: &mut (dyn Write + Send),
+) -> Result<Outcome, CliError> {
+    let mut body = json!({"agent_id": agent});
+    if let Some(input) = input {
+        body["input"] = input;
+    }
+    if let Some(session) = session {
+        body["session"] = json!(session);
+    }
+    let created = match client.post("/v0/executions", Some(&body)).await {
+        Ok(created) => created,
+        Err(error) => return Err(explain_create_error(client, agent, error).await),
+    };
+    let id = text(&created, "id");
+    writeln!(out, "{id} {}", text(&created, "status"))?;
+    if !watch {
+        return Ok(Outcome::Success);
+    }
+    let completed = watch::follow(client, &id, out).await?;
+    Ok(if completed {
+        Outcome::Success
+    } else {
+        Outcome::Failure
+    })
+}
+
+/// The kernel's message of an unknown agent (`KernelError::not_found("agent")`).
+const AGENT_NOT_FOUND: &str = "not found: agent";
+
+/// Turns a `404 not_found` of `create` about `agent` into [`CliError::UnknownAgent`], with
+/// the registered agents when the kernel lists them (`GET /v0/agents`); any other error is
+/// returned as it is.
+async fn explain_create_error(client: &Client, agent: &str, error: CliError) -> CliError {
+    let CliError::Api {
+        status: 404,
+        code,
+        message,
+    } = &error
+    else {
+        return error;
+    };
+    if code != "not_found" {
+        return error;
+    }
+    let registered = registered_agents(client).await;
+    let unknown = match &registered {
+        Some(ids) => !ids.iter().any(|id| id == agent),
+        None => message == AGENT_NOT_FOUND,
+    };
+    if !unknown {
+        return error;
+    }
+    CliError::UnknownAgent {
+        agent: agent.to_owned(),
+        url: client.base().to_owned(),
+        registered,
+    }
+}
+
+/// The ids of the kernel's agents, sorted; `None` when it would not list them (e.g. a token
+/// without `agents:read`).
+async fn registered_agents(client: &Client) -> Option<Vec<String>> {
+    let listed = match client.get("/v0/agents").await {
+        Ok(listed) => listed,
+        Err(error) => {
+            tracing::debug!(%error, "cannot list the kernel's agents");
+            return None;
+        }
+    };
+    let mut ids: Vec<String> = listed
+        .as_array()?
+        .iter()
+        .filter_map(|agent| agent.get("id").and_then(Value::as_str))
+        .map(str::to_owned)
+        .collect();
+    ids.sort();
+    Some(ids)
+}
+
+/// `exec list`: one line per execution.
+async fn list(
+    client: &Client,
+    filters: &[(&str, Option<String>)],
+    out: &mut (dyn Write + Send),
+) -> Result<Outcome, CliError> {
+    let page = client
+        .get(&format!("/v0/executions{}", query(filters)))
+        .await?;
+    for exec in page["executions"].as_array().into_iter().flatten() {
+        writeln!(
+            out,
+            "{}  {:<20} {:<10} {}",
+            text(exec, "id"),
+            text(exec, "agent_id"),
+            text(exec, "status"),
+            text(exec, "created_at")
+        )?;
+    }
+    Ok(Outcome::Success)
+}
+
+/// `exec get`: the execution as pretty JSON.
+async fn get(client: &Client, id: &str, out: &mut (dyn Write + Send)) -> Result<Outcome, CliError> {
+    let exec = client
+        .get(&format!("/v0/executions/{}", encode(id)))
+        .await?;
+    let pretty = serde_json::to_string_pretty(&exec).unwrap_or_else(|_| exec.to_string());
+    writeln!(out, "{pretty}")?;
+    Ok(Outcome::Success)
+}
+
+/// `exec events`: one line per event.
+async fn events(
+    client: &Client,
+    id: &str,
+    out: &mut (dyn Write + Send),
+) -> Result<Outcome, CliError> {
+    let path = format!("/v0/executions/{}/events?limit=1000", encode(id));
+    for event in client.get(&path).await?.as_array().into_iter().flatten() {
+        writeln!(out, "{}", watch::event_line(event))?;
+    }
+    Ok(Outcome::Success)
+}
+
+/// `exec cancel`.
+async fn cancel(
+    client: &Client,
+    id: &str,
+    out: &mut (dyn Write + Send),
+) -> Result<Outcome, CliError> {
+    client
+        .post(&format!("/v0/executions/{}/cancel", encode(id)), None)
+        .await?;
+    writeln!(out, "{id} cancelled")?;
+    Ok(Outcome::Success)
 }
 
 #[cfg(test)]

@@ -2,15 +2,17 @@
 //! to a running kernel over HTTP, like the Go kernel's CLI.
 //!
 //! ```text
-//! rebuno-dev [--config FILE] [--addr HOST:PORT]          serve the in-memory kernel
+//! rebuno-dev [serve] [--config FILE] [--addr HOST:PORT]  serve the in-memory kernel
 //! rebuno-dev exec create <agent> ['<json>'] [--session S] [--watch]
 //! rebuno-dev exec list|get|events|cancel ...
 //! rebuno-dev approvals list|grant|deny ...
 //! ```
 //!
 //! Client commands take `--url` (or `REBUNO_URL`, default `http://127.0.0.1:8080`) and
-//! `--token` (or `REBUNO_API_KEY`). The binary parses with [`parse`] and runs client
-//! commands with [`run`]; tests drive the same functions.
+//! `--token` (or `REBUNO_API_KEY`) in any position; serving options only go with serving.
+//! The binary parses with [`parse`] and runs client commands with [`execute`] (which reports
+//! [`run`]'s error and maps it to the exit status); tests drive the same functions. The full
+//! help, exit statuses included, is [`USAGE`].
 //!
 //! ```
 //! use rebuno_devkernel::cli::{Command, parse};
@@ -19,10 +21,40 @@
 //! assert!(matches!(command, Command::Exec { .. }));
 //! ```
 
+// The help texts every usage shares, as literals for `concat!`; defined before the modules
+// so theirs can use them too.
+macro_rules! client_options_help {
+    () => {
+        "
+
+client options (any position: before or after the command group, or after the
+command's own arguments; --url=URL works as well as --url URL):
+  --url URL             kernel URL (env REBUNO_URL, default http://127.0.0.1:8080)
+  --token TOKEN         bearer token or API key (env REBUNO_API_KEY)
+  -h, --help            show help (`rebuno-dev help exec|approvals` for a group)"
+    };
+}
+
+macro_rules! exit_status_help {
+    () => {
+        "
+
+exit status:
+  0  success
+  1  the command failed: the kernel answered an error or could not be reached,
+     a watched execution (exec create --watch) did not complete, or the kernel
+     could not be served (bad manifest, address in use)
+  2  usage error: unknown command or option, missing or bad value, or an option
+     given to the wrong command (serving options to a client command, or client
+     options to serving)"
+    };
+}
+
 mod approvals;
 mod args;
 mod client;
 mod exec;
+mod parse;
 mod serve;
 mod watch;
 
@@ -31,49 +63,78 @@ use std::io::Write;
 pub use approvals::ApprovalsCommand;
 pub use client::Connection;
 pub use exec::ExecCommand;
+pub use parse::{parse, usage_for};
 pub use serve::ServeArgs;
 
 /// Default kernel URL of client commands.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:8080";
 
 /// Top-level usage.
-pub const USAGE: &str = "\
+pub const USAGE: &str = concat!(
+    "\
 usage:
-  rebuno-dev [--config FILE] [--addr HOST:PORT]
-                        serve the in-memory kernel (default 127.0.0.1:8080);
-                        REBUNO_BEARER_TOKEN requires that token from clients
-  rebuno-dev exec <create|list|get|events|cancel> ...
-  rebuno-dev approvals <list|grant|deny> ...
+  rebuno-dev [serve] [--config FILE] [--addr HOST:PORT]
+                        serve the in-memory kernel (the default command)
+  rebuno-dev [client options] exec <create|list|get|events|cancel> ...
+                        create, follow and inspect executions
+  rebuno-dev [client options] approvals <list|grant|deny> ...
+                        decide the steps a policy holds for approval
+  rebuno-dev help [exec|approvals]
 
-client options (any position):
-  --url URL             kernel URL (env REBUNO_URL, default http://127.0.0.1:8080)
-  --token TOKEN         bearer token or API key (env REBUNO_API_KEY)
-  -h, --help            show help (also after a command group)";
+serving options (serving only):
+  -c, --config FILE     provisioning manifest: the agents to register
+  -a, --addr HOST:PORT  listen address (default 127.0.0.1:8080)
+  env REBUNO_BEARER_TOKEN requires that token from clients; RUST_LOG sets the log filter",
+    client_options_help!(),
+    exit_status_help!()
+);
 
 /// Errors of the terminal front end.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum CliError {
-    /// Bad command line.
+    /// Bad command line (exit status 2).
     #[error("{0}")]
     Usage(String),
-    /// The kernel could not be reached.
-    #[error("request to {url} failed: {source}")]
+    /// The kernel could not be reached: not running, wrong URL, or no answer in time.
+    #[error(
+        "could not reach the kernel at {url}: {}; is rebuno-dev running? (set --url or REBUNO_URL)",
+        root_cause(.source)
+    )]
     Http {
-        /// The URL.
+        /// The kernel's base URL.
         url: String,
         /// The cause.
         source: reqwest::Error,
     },
-    /// The kernel answered with an error envelope.
-    #[error("kernel answered {status} {code}: {message}")]
+    /// A request failed after the kernel was reached (its answer could not be read), or the
+    /// HTTP client could not be built.
+    #[error("request to {url} failed: {}", root_cause(.source))]
+    Transport {
+        /// The request URL.
+        url: String,
+        /// The cause.
+        source: reqwest::Error,
+    },
+    /// The kernel answered with an error (4xx/5xx) and its envelope's code and message.
+    #[error("{}", api_text(*.status, .code, .message))]
     Api {
         /// HTTP status.
         status: u16,
-        /// Envelope `code`.
+        /// Envelope `code` (`error` when the answer had no envelope).
         code: String,
-        /// Envelope `message`.
+        /// Envelope `message` (the body, or the status's reason, when it had none).
         message: String,
+    },
+    /// `exec create` named an agent the kernel does not know.
+    #[error("{}", unknown_agent_text(.agent, .url, .registered.as_deref()))]
+    UnknownAgent {
+        /// The agent id given.
+        agent: String,
+        /// The kernel's base URL.
+        url: String,
+        /// The agents the kernel knows (`None` when it would not list them).
+        registered: Option<Vec<String>>,
     },
     /// The SDK client failed (the live delta stream).
     #[error("{0}")]
@@ -81,6 +142,46 @@ pub enum CliError {
     /// Output could not be written.
     #[error("cannot write output: {0}")]
     Io(#[from] std::io::Error),
+}
+
+impl CliError {
+    /// The process exit status of this error: 2 for [`CliError::Usage`], 1 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Self::Usage(_) => 2,
+            _ => 1,
+        }
+    }
+}
+
+/// The innermost cause of `error`: `Connection refused (os error 111)` rather than
+/// reqwest's `error sending request for url (...)`.
+fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut cause = error;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    cause.to_string()
+}
+
+fn api_text(status: u16, code: &str, message: &str) -> String {
+    let hint = match status {
+        401 => "; set --token or REBUNO_API_KEY",
+        _ => "",
+    };
+    format!("kernel answered {status} {code}: {message}{hint}")
+}
+
+fn unknown_agent_text(agent: &str, url: &str, registered: Option<&[String]>) -> String {
+    let known = match registered {
+        Some([]) => " (no agents registered)".to_owned(),
+        Some(ids) => format!(" (registered: {})", ids.join(", ")),
+        None => String::new(),
+    };
+    format!(
+        "agent {agent:?} is not registered with the kernel at {url}{known}; add it to the \
+         manifest (--config) or POST /v0/agents"
+    )
 }
 
 /// How a client command ended, mapped to the exit status.
@@ -125,109 +226,6 @@ pub enum Command {
     Help(&'static str),
 }
 
-/// Removes `--url` / `--token` from `args` and resolves the connection (flag, then
-/// environment, then default).
-fn take_connection(
-    args: &mut Vec<String>,
-    env: &impl Fn(&str) -> Option<String>,
-) -> Result<Connection, CliError> {
-    let mut url = None;
-    let mut token = None;
-    let mut kept = Vec::with_capacity(args.len());
-    let mut rest = std::mem::take(args).into_iter();
-    while let Some(arg) = rest.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((flag, value)) => (flag.to_owned(), Some(value.to_owned())),
-            None => (arg.clone(), None),
-        };
-        let slot = match flag.as_str() {
-            "--url" => &mut url,
-            "--token" => &mut token,
-            "--" => {
-                kept.push(arg);
-                kept.extend(rest.by_ref());
-                break;
-            }
-            _ => {
-                kept.push(arg);
-                continue;
-            }
-        };
-        let value = inline
-            .or_else(|| rest.next())
-            .ok_or_else(|| CliError::Usage(format!("{flag} needs a value")))?;
-        *slot = Some(value);
-    }
-    *args = kept;
-    Ok(Connection {
-        url: url
-            .or_else(|| env("REBUNO_URL"))
-            .filter(|u| !u.is_empty())
-            .unwrap_or_else(|| DEFAULT_URL.to_owned()),
-        token: token
-            .or_else(|| env("REBUNO_API_KEY"))
-            .filter(|t| !t.is_empty()),
-    })
-}
-
-/// The usage text for the command group `args` start with (top-level otherwise).
-pub fn usage_for(args: &[String]) -> &'static str {
-    match args.first().map(String::as_str) {
-        Some("exec") => exec::USAGE,
-        Some("approvals") => approvals::USAGE,
-        _ => USAGE,
-    }
-}
-
-fn wants_help(args: &[String]) -> bool {
-    args.iter()
-        .take_while(|a| *a != "--")
-        .any(|a| a == "--help" || a == "-h")
-}
-
-/// Parses the arguments after the program name; `env` reads environment variables.
-///
-/// # Errors
-///
-/// [`CliError::Usage`] for unknown commands or options, missing values or bad JSON input.
-pub fn parse(args: Vec<String>, env: impl Fn(&str) -> Option<String>) -> Result<Command, CliError> {
-    let group = args.first().map(String::as_str);
-    match group {
-        Some("exec") => {
-            if wants_help(&args) {
-                return Ok(Command::Help(exec::USAGE));
-            }
-            let mut rest = args[1..].to_vec();
-            let connection = take_connection(&mut rest, &env)?;
-            Ok(Command::Exec {
-                connection,
-                command: exec::parse(&rest)?,
-            })
-        }
-        Some("approvals") => {
-            if wants_help(&args) {
-                return Ok(Command::Help(approvals::USAGE));
-            }
-            let mut rest = args[1..].to_vec();
-            let connection = take_connection(&mut rest, &env)?;
-            Ok(Command::Approvals {
-                connection,
-                command: approvals::parse(&rest)?,
-            })
-        }
-        Some("help") => Ok(Command::Help(USAGE)),
-        Some("serve") => parse_serve(&args[1..]),
-        _ => parse_serve(&args),
-    }
-}
-
-fn parse_serve(args: &[String]) -> Result<Command, CliError> {
-    if wants_help(args) {
-        return Ok(Command::Help(USAGE));
-    }
-    Ok(Command::Serve(serve::parse(args)?))
-}
-
 /// Runs a client command (or prints help), writing its output to `out`.
 ///
 /// # Errors
@@ -251,6 +249,25 @@ pub async fn run(command: Command, out: &mut (dyn Write + Send)) -> Result<Outco
         Command::Serve(_) => Err(CliError::Usage(
             "serve is run by the rebuno-dev binary".to_owned(),
         )),
+    }
+}
+
+/// Runs `command` as the binary does after parsing: writes its output to `out` and an error to
+/// `err` as `rebuno-dev: <message>`, and returns the exit status (see [`USAGE`]).
+pub async fn execute(
+    command: Command,
+    out: &mut (dyn Write + Send),
+    err: &mut (dyn Write + Send),
+) -> u8 {
+    match run(command, out).await {
+        Ok(outcome) => outcome.exit_code(),
+        Err(error) => {
+            // Nothing is left to report a failing stderr to.
+            if writeln!(err, "rebuno-dev: {error}").is_err() {
+                tracing::error!(%error, "cannot write to stderr");
+            }
+            error.exit_code()
+        }
     }
 }
 
@@ -335,5 +352,51 @@ mod tests {
         );
         assert!(parse_words(&["exec"], &[]).is_err());
         assert_eq!(Outcome::Failure.exit_code(), 1);
+    }
+
+    fn unknown(registered: Option<&[&str]>) -> String {
+        CliError::UnknownAgent {
+            agent: "helo".into(),
+            url: DEFAULT_URL.into(),
+            registered: registered.map(|ids| ids.iter().map(|id| (*id).to_owned()).collect()),
+        }
+        .to_string()
+    }
+
+    #[test]
+    fn an_unknown_agent_names_itself_the_kernel_and_the_way_out() {
+        assert_eq!(
+            unknown(Some(&["hello", "other"])),
+            "agent \"helo\" is not registered with the kernel at http://127.0.0.1:8080 \
+             (registered: hello, other); add it to the manifest (--config) or POST /v0/agents"
+        );
+        assert!(unknown(Some(&[])).contains(" (no agents registered); "));
+        assert_eq!(
+            unknown(None),
+            "agent \"helo\" is not registered with the kernel at http://127.0.0.1:8080; \
+             add it to the manifest (--config) or POST /v0/agents"
+        );
+    }
+
+    #[tokio::test]
+    async fn exit_statuses_match_the_help() {
+        assert!(USAGE.contains("  0  success\n  1  the command failed"));
+        assert!(USAGE.contains("  2  usage error"));
+        assert_eq!(CliError::Usage("x".into()).exit_code(), 2);
+        assert_eq!(
+            CliError::UnknownAgent {
+                agent: "a".into(),
+                url: DEFAULT_URL.into(),
+                registered: None
+            }
+            .exit_code(),
+            1
+        );
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        assert_eq!(execute(Command::Help(USAGE), &mut out, &mut err).await, 0);
+        assert!(out.starts_with(b"usage:") && err.is_empty());
+        let serve = parse_words(&[], &[]).unwrap();
+        assert_eq!(execute(serve, &mut out, &mut err).await, 2);
+        assert!(err.starts_with(b"rebuno-dev: serve is run by the rebuno-dev binary"));
     }
 }

@@ -10,6 +10,7 @@ mod common;
 mod api_keys;
 mod auth;
 mod cli;
+mod cli_errors;
 mod flow;
 mod forks;
 mod limits;
