@@ -574,6 +574,38 @@ async fn packaged_example_bootstrap() {
     stack.stop().await;
 }
 
+/// Any packaged bootstrap (for example the README's Lambda quick start, built by
+/// scripts/fresh-projects.sh) under the freezing simulator: one execution of
+/// `REBUNO_LAMBDA_AGENT` with `REBUNO_LAMBDA_INPUT` must complete with `REBUNO_LAMBDA_OUTPUT`
+/// (JSON), acknowledged first and finished before the sandbox froze.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs REBUNO_LAMBDA_BOOTSTRAP, REBUNO_LAMBDA_AGENT, REBUNO_LAMBDA_INPUT and REBUNO_LAMBDA_OUTPUT"]
+async fn packaged_bootstrap_completes_one_execution() {
+    let var = |name: &str| std::env::var(name).unwrap_or_else(|_| panic!("set {name}"));
+    let path = var("REBUNO_LAMBDA_BOOTSTRAP");
+    let agent_id = var("REBUNO_LAMBDA_AGENT");
+    let input: Value = serde_json::from_str(&var("REBUNO_LAMBDA_INPUT")).expect("input is JSON");
+    let expected: Value =
+        serde_json::from_str(&var("REBUNO_LAMBDA_OUTPUT")).expect("output is JSON");
+    let kernel = DevKernel::start().await.expect("dev kernel starts");
+    let function = Function::start_bootstrap(&path, &agent_id, &kernel.url()).await;
+    let stack = Stack::connect(kernel, function, &agent_id).await;
+    let (snapshot, delivery) = run_example(&stack, &agent_id, input).await;
+    assert_eq!(
+        snapshot.status,
+        ExecutionStatus::Completed,
+        "{}",
+        snapshot.failure_reason
+    );
+    assert_eq!(snapshot.output, Some(expected));
+    println!(
+        "{agent_id}: ack {:?}, frozen {:?} after the ack",
+        delivery.ack_latency,
+        delivery.answered.elapsed()
+    );
+    stack.stop().await;
+}
+
 /// Runs one execution of the example agent with `input` and waits until the function has
 /// answered its webhook and the sandbox froze: the run is over, or never will be.
 async fn run_example(stack: &Stack, agent_id: &str, input: Value) -> (Execution, Delivery) {
