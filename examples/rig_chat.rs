@@ -1,5 +1,5 @@
 //! A durable agent that asks a model through rig: the rig provider sends through
-//! `rebuno::rig::Durable`, so every completion is an `llm_call` step, recorded once and replayed
+//! `rebuno::llm::DurableLlm`, so every completion is an `llm_call` step, recorded once and replayed
 //! on re-delivery, streamed live, and subject to policy.
 //!
 //! Run with: `cargo run --example rig_chat --features rig`
@@ -21,7 +21,7 @@ mod common;
 mod model;
 
 use futures_util::StreamExt;
-use rebuno::rig::Durable;
+use rebuno::llm::DurableLlm;
 use rebuno::{AgentBuilder, HandlerError};
 use rebuno_devkernel::DevKernel;
 use rig_core::completion::CompletionRequest;
@@ -69,7 +69,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Built once: each call finds the execution it runs in when it is sent.
     let openai = OpenAIConfig::new(key)
         .with_base_url(&endpoint.base_url)
-        .connect(Durable::new(ReqwestClient::default()));
+        .connect(DurableLlm::new(ReqwestClient::default()));
 
     let kernel = DevKernel::start().await?;
     let agent = with_handler(

@@ -3,7 +3,7 @@
 //!
 //! async-openai sends every request through a tower service over its
 //! [`HttpRequestFactory`] (`Client::with_http_service`, its `middleware` feature).
-//! [`DurableOpenAI`] is such a service: it wraps the one that reaches the provider and makes
+//! [`DurableLlm`] over such a service is one too: it wraps the one that reaches the provider and makes
 //! each call inside an execution a step, with the rules of [`crate::llm`]. A call made before
 //! is replayed from the kernel without reaching the provider, a streamed answer is published
 //! live and recorded, and a call the kernel refuses comes back as an HTTP error that
@@ -34,7 +34,7 @@
 //!
 //! # Layer order
 //!
-//! With your own tower stack, put [`layer`] **outermost**, or at least outside any retry
+//! With your own tower stack, put [`DurableLlmLayer`](crate::llm::DurableLlmLayer) **outermost**, or at least outside any retry
 //! layer such as async-openai's `OpenAIRetryLayer`:
 //!
 //! ```no_run
@@ -43,7 +43,7 @@
 //! use async_openai::middleware::retry::OpenAIRetryLayer;
 //! use tower_layer::Layer;
 //!
-//! let service = rebuno::async_openai::layer()
+//! let service = rebuno::llm::DurableLlmLayer::new()
 //!     .layer(OpenAIRetryLayer::default().layer(ReqwestService::new(reqwest::Client::new())));
 //! let openai = async_openai::Client::with_config(OpenAIConfig::new()).with_http_service(service);
 //! ```
@@ -86,117 +86,36 @@ use tower_service::Service;
 use crate::context::{ExecutionContext, current};
 use crate::error::{BoxError, Error};
 use crate::kernel::ByteStream;
-use crate::llm::{LlmBody, durable_call, oneshot};
+use crate::llm::{DurableLlm, LlmBody, durable_call, oneshot};
 use crate::rt::BoxFuture;
 
 /// An async-openai client whose calls are durable: requests go out through a new
-/// `reqwest::Client`, with async-openai's default retries inside each step
-/// ([`DurableOpenAI::reqwest`]).
+/// `reqwest::Client`, with async-openai's default retries inside each step ([`service`]).
 ///
 /// # Example
 ///
 /// See the [module docs](self).
 pub fn client<C: Config>(config: C) -> ::async_openai::Client<C> {
     let http = reqwest::Client::new();
-    ::async_openai::Client::build(http.clone(), config)
-        .with_http_service(DurableOpenAI::reqwest(http))
+    ::async_openai::Client::build(http.clone(), config).with_http_service(service(http))
 }
 
-/// The layer that makes an async-openai service stack durable; put it outermost (see
-/// [Layer order](self#layer-order)).
-pub fn layer() -> DurableOpenAILayer {
-    DurableOpenAILayer::default()
+/// The durable service [`client`] uses: sends through `client`, retrying like async-openai's
+/// default client (three retries of 429s, 5xx answers and connection errors) inside each step.
+/// For a stack of your own, wrap it in [`DurableLlm::new`] or put
+/// [`DurableLlmLayer`](crate::llm::DurableLlmLayer) outermost (see [Layer order](self#layer-order)).
+pub fn service(client: reqwest::Client) -> DurableLlm<OpenAIRetry<ReqwestService>> {
+    DurableLlm::new(tower_layer::Layer::layer(
+        &OpenAIRetryLayer::default(),
+        ReqwestService::new(client),
+    ))
 }
 
-/// A tower service for `async_openai::Client::with_http_service` that makes every call
-/// inside an execution an `llm_call` step (see the [module docs](self)).
-///
-/// It wraps the service that reaches the provider, any
-/// `Service<HttpRequestFactory, Response = reqwest::Response>`.
-#[derive(Clone)]
-pub struct DurableOpenAI<S> {
-    inner: S,
-    context: Option<ExecutionContext>,
-}
-
-impl DurableOpenAI<OpenAIRetry<ReqwestService>> {
-    /// Sends through `client`, retrying like async-openai's default client (three retries of
-    /// 429s, 5xx answers and connection errors) inside each step.
-    pub fn reqwest(client: reqwest::Client) -> Self {
-        Self::new(tower_layer::Layer::layer(
-            &OpenAIRetryLayer::default(),
-            ReqwestService::new(client),
-        ))
-    }
-}
-
-impl<S> DurableOpenAI<S> {
-    /// Wraps the service that reaches the provider.
-    pub fn new(inner: S) -> Self {
-        Self {
-            inner,
-            context: None,
-        }
-    }
-
-    /// Records every call in `context` instead of the execution current when the call is made.
-    /// Needed for calls made from a task spawned outside the handler's scope.
-    #[must_use]
-    pub fn bound(mut self, context: ExecutionContext) -> Self {
-        self.context = Some(context);
-        self
-    }
-
-    /// The wrapped service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-}
-
-impl<S: fmt::Debug> fmt::Debug for DurableOpenAI<S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DurableOpenAI")
-            .field("inner", &self.inner)
-            .field("bound", &self.context.as_ref().map(ExecutionContext::id))
-            .finish()
-    }
-}
-
-/// A [`tower_layer::Layer`] producing [`DurableOpenAI`] services.
-#[derive(Clone, Default)]
-pub struct DurableOpenAILayer {
-    context: Option<ExecutionContext>,
-}
-
-impl DurableOpenAILayer {
-    /// Records every call in `context` (see [`DurableOpenAI::bound`]).
-    #[must_use]
-    pub fn bound(mut self, context: ExecutionContext) -> Self {
-        self.context = Some(context);
-        self
-    }
-}
-
-impl fmt::Debug for DurableOpenAILayer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DurableOpenAILayer")
-            .field("bound", &self.context.as_ref().map(ExecutionContext::id))
-            .finish()
-    }
-}
-
-impl<S> tower_layer::Layer<S> for DurableOpenAILayer {
-    type Service = DurableOpenAI<S>;
-
-    fn layer(&self, inner: S) -> DurableOpenAI<S> {
-        DurableOpenAI {
-            inner,
-            context: self.context.clone(),
-        }
-    }
-}
-
-impl<S> Service<HttpRequestFactory> for DurableOpenAI<S>
+/// `DurableLlm<S>` over an async-openai HTTP service (any
+/// `Service<HttpRequestFactory, Response = reqwest::Response>`) is such a service, for
+/// `async_openai::Client::with_http_service`: every call inside an execution is an `llm_call`
+/// step (see the [module docs](self)).
+impl<S> Service<HttpRequestFactory> for DurableLlm<S>
 where
     S: Service<HttpRequestFactory, Response = reqwest::Response> + Clone + Send + 'static,
     S::Future: Send,
@@ -212,8 +131,8 @@ where
     }
 
     fn call(&mut self, factory: HttpRequestFactory) -> Self::Future {
-        let inner = self.inner.clone();
-        let bound = self.context.clone();
+        let inner = self.get_ref().clone();
+        let bound = self.bound_context().cloned();
         // The execution is read at first poll, inside the handler's scope.
         Box::pin(async move { durable(inner, bound.or_else(current), factory).await })
     }

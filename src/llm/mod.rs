@@ -33,13 +33,17 @@
 //!
 //! # Making a client durable
 //!
-//! - Raw calls: [`fetch`], or [`DurableLlm::send`] on a service you keep (any [`Transport`],
-//!   e.g. `rebuno_workers::FetchTransport` on Cloudflare Workers).
-//! - Any client built on tower and `http` types: put [`DurableLlmLayer`] in front of the
-//!   service that reaches the provider.
-//! - rig (feature `rig`, native and wasm32): `rebuno::rig::Durable` is a rig HTTP client, so
-//!   every rig provider becomes durable.
-//! - async-openai (feature `async-openai`, native): `rebuno::async_openai::client`.
+//! One type, [`DurableLlm`], with one constructor: `DurableLlm::new(inner)` wraps whatever the
+//! client sends through, and is then that kind of thing itself.
+//!
+//! - Raw calls: [`fetch`], or [`DurableLlm::send`] on a [`DurableLlm::from_transport`] you keep
+//!   (any [`Transport`], e.g. `rebuno_workers::FetchTransport` on Cloudflare Workers).
+//! - Any client built on tower and `http` types: `DurableLlm::new(service)`, or
+//!   [`DurableLlmLayer`] in front of the service that reaches the provider.
+//! - rig (feature `rig`, native and wasm32): `DurableLlm::new(rig_http_client)` is a rig HTTP
+//!   client, so every rig provider becomes durable.
+//! - async-openai (feature `async-openai`, native): `rebuno::async_openai::client(config)`, or
+//!   `DurableLlm::new(service)` as the client's HTTP service.
 //! - Clients that only let you set a base URL (genai, ollama-rs, openai-api-rs,
 //!   langchain-rust), native: `rebuno_hyper::LlmGateway` hands each dispatch a loopback base
 //!   URL and forwards through a [`DurableLlm`] bound to it.
@@ -100,7 +104,8 @@ fn shared() -> crate::Result<DurableLlm> {
     if let Some(llm) = SHARED.get() {
         return Ok(llm.clone());
     }
-    let llm = DurableLlm::new(crate::kernel::ReqwestTransport::new().map_err(config_error)?);
+    let llm =
+        DurableLlm::from_transport(crate::kernel::ReqwestTransport::new().map_err(config_error)?);
     Ok(SHARED.get_or_init(|| llm).clone())
 }
 
@@ -108,7 +113,7 @@ fn shared() -> crate::Result<DurableLlm> {
 #[cfg(all(feature = "reqwest", target_arch = "wasm32"))]
 fn shared() -> crate::Result<DurableLlm> {
     crate::kernel::ReqwestTransport::new()
-        .map(DurableLlm::new)
+        .map(DurableLlm::from_transport)
         .map_err(config_error)
 }
 

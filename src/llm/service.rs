@@ -25,15 +25,15 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 ///
 /// It is a [`tower_service::Service`] over `http::Request<Bytes>` answering
 /// `http::Response<`[`LlmBody`]`>`, wrapping the service that reaches the provider: a
-/// [`Transport`] (with [`DurableLlm::new`]) or any tower service (with [`DurableLlm::wrap`] or
-/// [`DurableLlmLayer`]).
+/// [`Transport`] (with [`DurableLlm::from_transport`]) or any tower service (with
+/// [`DurableLlm::new`] or [`DurableLlmLayer`]).
 /// See the [module docs](crate::llm) for what happens to each request.
 ///
 /// ```no_run
 /// # #[cfg(feature = "reqwest")]
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 /// use rebuno::llm::DurableLlm;
-/// let llm = DurableLlm::new(rebuno::kernel::ReqwestTransport::new()?);
+/// let llm = DurableLlm::from_transport(rebuno::kernel::ReqwestTransport::new()?);
 /// let request = http::Request::post("https://api.openai.com/v1/chat/completions")
 ///     .header("content-type", "application/json")
 ///     .body(r#"{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}"#.into())?;
@@ -47,20 +47,33 @@ pub struct DurableLlm<S = TransportService> {
 }
 
 impl DurableLlm<TransportService> {
-    /// Wraps the transport that reaches the provider (calls time out after
-    /// [`DEFAULT_TIMEOUT`]; see [`TransportService::timeout`]).
-    pub fn new(transport: impl Transport + 'static) -> Self {
-        Self::wrap(TransportService::new(transport))
+    /// Sends through a [`Transport`] (calls time out after [`DEFAULT_TIMEOUT`]; see
+    /// [`TransportService::timeout`]): `DurableLlm::new(TransportService::new(transport))`.
+    pub fn from_transport(transport: impl Transport + 'static) -> Self {
+        Self::new(TransportService::new(transport))
     }
 }
 
 impl<S> DurableLlm<S> {
-    /// Wraps any tower service that reaches the provider.
-    pub fn wrap(inner: S) -> Self {
+    /// Makes what reaches the provider durable. `inner` is whatever your client sends through:
+    /// a tower service over `http::Request<Bytes>` ([`TransportService`], your own stack), a rig
+    /// HTTP client (feature `rig`: `DurableLlm<H>` is then a rig HTTP client itself), or an
+    /// async-openai HTTP service (feature `async-openai`: then it is one of those).
+    pub fn new(inner: S) -> Self {
         Self {
             inner,
             context: None,
         }
+    }
+
+    /// The execution this service is bound to, if any (see [`bound`](Self::bound)).
+    pub(crate) fn bound_context(&self) -> Option<&ExecutionContext> {
+        self.context.as_ref()
+    }
+
+    /// The wrapped client or service, unwrapped.
+    pub fn into_inner(self) -> S {
+        self.inner
     }
 
     /// Records every call in `context` instead of the execution current when the call is made.
@@ -285,7 +298,8 @@ fn provider_error(error: BoxError) -> Error {
     .with_source(error)
 }
 
-/// A [`Transport`] as a tower service that streams answers, for [`DurableLlm::new`].
+/// A [`Transport`] as a tower service that streams answers, for [`DurableLlm::new`]
+/// ([`DurableLlm::from_transport`] in one call).
 #[derive(Debug, Clone)]
 pub struct TransportService {
     transport: SharedTransport,

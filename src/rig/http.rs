@@ -1,4 +1,4 @@
-//! [`Durable`]: a rig HTTP client whose provider requests are durable `llm_call` steps.
+//! [`DurableLlm`] over a rig HTTP client: provider requests as durable `llm_call` steps.
 
 use std::future::Future;
 
@@ -10,72 +10,33 @@ use rig_core::http_client::{
 };
 use rig_core::wasm_compat::WasmCompatSend;
 
-use crate::context::{ExecutionContext, current};
+use crate::context::current;
 use crate::error::BoxError;
 use crate::kernel::ByteStream;
-use crate::llm::{LlmBody, durable_call};
+use crate::llm::{DurableLlm, LlmBody, durable_call};
 
-/// A rig HTTP client whose provider requests are durable: wrap the client rig would use, and
-/// connect providers to this one instead.
+/// `DurableLlm<H>` over a rig HTTP client is a rig HTTP client whose provider requests are
+/// durable: wrap the client rig would use, and connect providers to this one instead.
 ///
 /// Inside an execution (the handler's, found when the request is first polled, or the one
-/// given to [`Durable::bound`]) a JSON request becomes an `llm_call` step, as described in
+/// given to [`DurableLlm::bound`]) a JSON request becomes an `llm_call` step, as described in
 /// [`crate::llm`]. Outside one, and for multipart uploads, requests go to the inner client
-/// untouched.
-///
-/// Answers follow the convention of rig's bundled reqwest client: a status outside 2xx (a
-/// replayed one, or a refusal) is an
-/// [`Error::InvalidStatusCodeWithDetails`](rig_core::http_client::Error::InvalidStatusCodeWithDetails)
-/// carrying the body, which rig's providers report as a provider response error. A live answer
-/// is rebuilt from its record, so rig sees the status, the content-type and the body, but not
-/// the provider's other headers (such as its request id), just as on replay.
+/// untouched. A status outside 2xx (a replayed one, or a refusal) is an
+/// `Error::InvalidStatusCodeWithDetails` carrying the body, which rig's providers report as a
+/// provider response error.
 ///
 /// ```no_run
 /// use rig_core::providers::openai::OpenAIConfig;
 ///
 /// # fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// let http = rebuno::rig::Durable::new(rig_reqwest::ReqwestClient::default());
+/// let http = rebuno::llm::DurableLlm::new(rig_reqwest::ReqwestClient::default());
 /// let openai = OpenAIConfig::new("sk-…")
 ///     .with_base_url("http://127.0.0.1:11434/v1")
 ///     .connect(http);
 /// let model = openai.chat("llama3");
 /// # let _ = model; Ok(()) }
 /// ```
-#[derive(Debug, Clone, Default)]
-pub struct Durable<H> {
-    inner: H,
-    context: Option<ExecutionContext>,
-}
-
-impl<H> Durable<H> {
-    /// Makes the requests sent through `inner` durable.
-    pub fn new(inner: H) -> Self {
-        Self {
-            inner,
-            context: None,
-        }
-    }
-
-    /// Records every call in `context` instead of the execution current when the call is made.
-    /// Needed for calls made from a task spawned outside the handler's scope.
-    #[must_use]
-    pub fn bound(mut self, context: ExecutionContext) -> Self {
-        self.context = Some(context);
-        self
-    }
-
-    /// The wrapped client.
-    pub fn get_ref(&self) -> &H {
-        &self.inner
-    }
-
-    /// The wrapped client, unwrapped.
-    pub fn into_inner(self) -> H {
-        self.inner
-    }
-}
-
-impl<H> HttpClientExt for Durable<H>
+impl<H> HttpClientExt for DurableLlm<H>
 where
     H: HttpClientExt + Clone + 'static,
 {
@@ -88,8 +49,8 @@ where
         U: From<Bytes> + WasmCompatSend + 'static,
     {
         let request = request.map(Into::into);
-        let inner = self.inner.clone();
-        let bound = self.context.clone();
+        let inner = self.get_ref().clone();
+        let bound = self.bound_context().cloned();
         async move {
             // Read at first poll, so the handler's execution is the one in scope.
             let Some(context) = bound.or_else(current) else {
@@ -110,7 +71,7 @@ where
         U: From<Bytes> + WasmCompatSend + 'static,
     {
         // A form has no JSON body, hence no model: it is never a step.
-        self.inner.send_multipart(request)
+        self.get_ref().send_multipart(request)
     }
 
     fn send_streaming<T>(
@@ -121,8 +82,8 @@ where
         T: Into<Bytes> + WasmCompatSend,
     {
         let request = request.map(Into::into);
-        let inner = self.inner.clone();
-        let bound = self.context.clone();
+        let inner = self.get_ref().clone();
+        let bound = self.bound_context().cloned();
         async move {
             let Some(context) = bound.or_else(current) else {
                 return inner.send_streaming(request).await;

@@ -3,7 +3,7 @@
 //!
 //! # LLM calls
 //!
-//! [`Durable`] wraps any rig HTTP client, so every rig provider built on it (OpenAI and every
+//! [`DurableLlm`](crate::llm::DurableLlm) wraps any rig HTTP client (and is one itself), so every rig provider built on it (OpenAI and every
 //! OpenAI-shaped vendor, Anthropic, Gemini, Ollama, …) sends its requests through the
 //! execution: each completion is an `llm_call` step, recorded once and replayed on
 //! re-delivery, streamed live to watchers, and subject to policy (see [`crate::llm`] for the
@@ -16,7 +16,7 @@
 //! use rig_core::providers::openai::OpenAIConfig;
 //!
 //! # async fn handler(_: serde_json::Value) -> Result<String, rebuno::HandlerError> {
-//! let http = rebuno::rig::Durable::new(rig_reqwest::ReqwestClient::default());
+//! let http = rebuno::llm::DurableLlm::new(rig_reqwest::ReqwestClient::default());
 //! let openai = OpenAIConfig::from_env()?.connect(http);
 //! let answer = openai.chat("gpt-4o-mini").call(CompletionRequest::new("Hi!")).await?;
 //! # Ok(format!("{:?}", answer.choice)) }
@@ -40,5 +40,4 @@
 mod http;
 mod tools;
 
-pub use self::http::Durable;
 pub use self::tools::dynamic_tool;

@@ -320,7 +320,7 @@ async fn provider_retries_inside_the_layer_are_one_step_and_calls_outside_execut
     let _trace = trace_init();
     let kernel = DevKernel::start().await.unwrap();
     let stub = LlmStub::start().await;
-    let service = rebuno::async_openai::layer()
+    let service = rebuno::llm::DurableLlmLayer::new()
         .layer(OpenAIRetryLayer::new(2).layer(ReqwestService::new(reqwest::Client::new())));
     let openai = async_openai::Client::with_config(config(&stub)).with_http_service(service);
 

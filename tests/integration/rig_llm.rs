@@ -1,4 +1,4 @@
-//! rig providers made durable with `rebuno::rig::Durable`: a completion (whole or streamed) is
+//! rig providers made durable with `rebuno::llm::DurableLlm`: a completion (whole or streamed) is
 //! one `llm_call` step, replayed on re-delivery without reaching the provider again, and a
 //! policy refusal reaches rig as a provider error carrying `rebuno_refusal: …`.
 
@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use rebuno::HandlerError;
-use rebuno::rig::Durable;
+use rebuno::llm::DurableLlm;
 use rebuno_devkernel::{AgentSpec, DevKernel, Execution, NewExecution};
 use rig_core::completion::CompletionRequest;
 use rig_core::message::AssistantContent;
@@ -30,7 +30,7 @@ const DENY_LLM: &str = "default_action: allow\nrules:\n  - id: no-gpt\n    when:
 fn openai(base: &str) -> OpenAI {
     OpenAIConfig::new("sk-test")
         .with_base_url(format!("{base}/v1"))
-        .connect(Durable::new(ReqwestClient::default()))
+        .connect(DurableLlm::new(ReqwestClient::default()))
 }
 
 /// One chat completion through rig's chat-completions wire, as text.

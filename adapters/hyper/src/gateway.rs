@@ -103,7 +103,7 @@ impl LlmGateway {
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
             upstream: upstream.into().trim_end_matches('/').to_owned(),
-            llm: DurableLlm::wrap(provider),
+            llm: DurableLlm::new(provider),
             tokens: Mutex::new(Tokens::default()),
         });
         let task = tokio::spawn(accept(listener, Arc::clone(&shared)));

@@ -130,7 +130,7 @@
 //! [`agent_builder`] sets up the agent on [`runtime()`] ([`worker::Delay`] for sleeps,
 //! `Date.now()` for the clock) and [`FetchTransport`] (the Workers `fetch`, not reqwest: smaller,
 //! no redirects, aborts on timeout); add the handler and anything else, then `build()`.
-//! `FetchTransport` also streams answers, so `rebuno::llm::DurableLlm::new(FetchTransport::new())`
+//! `FetchTransport` also streams answers, so `rebuno::llm::DurableLlm::from_transport(FetchTransport::new())`
 //! makes durable LLM calls from a Worker that read a provider's server-sent events live.
 //!
 //! # Targets

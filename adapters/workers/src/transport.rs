@@ -31,7 +31,7 @@ use worker::{AbortController, Fetch, Headers, Method, Request, RequestInit, Requ
 ///
 /// ```no_run
 /// let builder = rebuno::Agent::builder("hello").transport(rebuno_workers::FetchTransport::new());
-/// let llm = rebuno::llm::DurableLlm::new(rebuno_workers::FetchTransport::new());
+/// let llm = rebuno::llm::DurableLlm::from_transport(rebuno_workers::FetchTransport::new());
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
 #[non_exhaustive]

@@ -26,7 +26,7 @@ const DEFAULT_AGENT_ID: &str = "workers-example";
 #[serde(untagged)]
 enum Input {
     /// `{"rig_url": "http://…/v1", "stream": bool, "work_ms": N}`: one completion through rig's
-    /// OpenAI-compatible client sending through `rebuno::rig::Durable`.
+    /// OpenAI-compatible client sending through `rebuno::llm::DurableLlm`.
     Rig {
         rig_url: String,
         #[serde(default)]
@@ -218,7 +218,7 @@ async fn ask(
     if let Some(ms) = timeout_ms {
         transport = transport.timeout(Duration::from_millis(ms));
     }
-    let llm = DurableLlm::wrap(transport);
+    let llm = DurableLlm::new(transport);
     let request = serde_json::json!({
         "model": "gpt-test",
         "messages": [{"role": "user", "content": "Say hello from the edge."}],

@@ -30,7 +30,7 @@
 //!
 //! Input `{"rig_url": "http://…/v1", "stream": false, "work_ms": 0}` asks the same through rig
 //! instead: rig's OpenAI-compatible client (chat-completions wire, model `gpt-test`) whose HTTP
-//! client is `rebuno::rig::Durable` over rig's reqwest client (the JS `fetch` on wasm), so the
+//! client is `rebuno::llm::DurableLlm` over rig's reqwest client (the JS `fetch` on wasm), so the
 //! completion is one `llm_call` step, replayed on a re-delivery. With `stream` true it reads
 //! rig's stream event by event. Output `{"text": "<the answer>", "pieces": N, "worked_ms": N,
 //! "checked_at": <unix ms>}`, `pieces` being how many text pieces rig delivered. This path needs

@@ -1,10 +1,10 @@
 //! The rig path: one completion through rig's OpenAI-compatible client, whose HTTP client is
-//! [`rebuno::rig::Durable`] over rig's reqwest client (reqwest's wasm backend is the JS
+//! [`rebuno::llm::DurableLlm`] over rig's reqwest client (reqwest's wasm backend is the JS
 //! `fetch`), so the request is a durable `llm_call` step, replayed on a re-delivery.
 
 use futures_util::StreamExt;
 use rebuno::HandlerError;
-use rebuno::rig::Durable;
+use rebuno::llm::DurableLlm;
 use rig_core::completion::CompletionRequest;
 use rig_core::error::ProviderError;
 use rig_core::message::AssistantContent;
@@ -22,7 +22,7 @@ const PROMPT: &str = "Say hello from the edge.";
 pub(crate) async fn ask(base_url: &str, stream: bool) -> Result<(String, usize), HandlerError> {
     let openai = OpenAIConfig::new("not-needed")
         .with_base_url(base_url.trim_end_matches('/'))
-        .connect(Durable::new(ReqwestClient::default()));
+        .connect(DurableLlm::new(ReqwestClient::default()));
     let chat = openai.chat(MODEL);
     let request = CompletionRequest::new(PROMPT);
     let pieces: Vec<String> = if stream {

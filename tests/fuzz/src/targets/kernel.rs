@@ -1064,7 +1064,9 @@ async fn run_op(op: &Op, deps: &Deps) -> Result<Value, HandlerError> {
             let request = http::Request::post("http://provider.invalid/v1/chat/completions")
                 .header("content-type", "application/json")
                 .body(Bytes::from(body))?;
-            let response = DurableLlm::new(deps.provider.clone()).send(request).await?;
+            let response = DurableLlm::from_transport(deps.provider.clone())
+                .send(request)
+                .await?;
             if *read {
                 let text = response.into_body().text().await?;
                 Ok(json!(text.len()))

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Checks that every feature of the core builds on its own and with the others, on native, and
+# on wasm32 where the crate says it does (docs/crate.md, "Features"):
+#
+#   scripts/feature-matrix.sh          # every feature alone (about 7 min from scratch on 2 cores)
+#   scripts/feature-matrix.sh --quick  # CI: the heavy integrations (rig, async-openai, sqlite,
+#                                      # rmcp) only together, as clippy --all-features checks them
+#
+# Native: no features, each feature alone, all together. wasm32: the defaults, and each feature
+# documented for wasm32 alone (dir, sqlite, async-openai and the rmcp features are native only).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+native=(reqwest rustls rt-tokio schemars dir rig async-openai sqlite mcp-rmcp mcp-stdio mcp-http)
+wasm=(reqwest rustls rt-tokio schemars rig)
+if [ "${1:-}" = --quick ]; then
+  native=(reqwest rustls rt-tokio schemars dir)
+fi
+
+check() { # check <target> <args...>
+  local target="$1"
+  shift
+  printf '  %-24s %s\n' "$target" "$*"
+  cargo check --quiet -p rebuno --lib --target "$target" "$@"
+}
+
+host="$(rustc -vV | sed -n 's/^host: //p')"
+check "$host" --no-default-features
+for feature in "${native[@]}"; do check "$host" --no-default-features --features "$feature"; done
+check "$host" --all-features
+check wasm32-unknown-unknown # the defaults: what a Workers crate gets with `rebuno = "0.1"`
+for feature in "${wasm[@]}"; do check wasm32-unknown-unknown --no-default-features --features "$feature"; done
+echo "feature matrix: ${#native[@]} native features, ${#wasm[@]} wasm32 features, each alone and together: ok"
