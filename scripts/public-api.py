@@ -28,6 +28,7 @@ CRATES = {
     "rebuno_workers": ROOT / "target/wasm32-unknown-unknown/doc/rebuno_workers",
 }
 PAGE = re.compile(r"^(struct|enum|trait|fn|macro|constant|static|type|union|attr|derive|traitalias)\.(.+)\.html$")
+REEXPORT = re.compile(r'id="reexport\.([^"]+)"')
 MEMBER = re.compile(r'id="((?:method|tymethod|structfield|variant|associatedtype|associatedconstant|impl)[.-][^"]+)"')
 
 
@@ -61,9 +62,14 @@ def snapshot(crate: str, docs: Path) -> str:
     for path in sorted(docs.rglob("*.html")):
         if PAGE.match(path.name):
             lines += page_lines(crate, path, docs)
-        elif path.name == "index.html" and path.parent != docs:
-            if 'http-equiv="refresh"' not in path.read_text(errors="replace"):
-                lines.append("mod " + "::".join((crate, *path.relative_to(docs).parent.parts)))
+        elif path.name == "index.html":
+            text = path.read_text(errors="replace")
+            if 'http-equiv="refresh"' in text:
+                continue
+            module = "::".join((crate, *path.relative_to(docs).parent.parts))
+            lines.append(f"mod {module}")
+            # `pub use` of items public elsewhere get no page of their own, only this entry.
+            lines += [f"reexport {module}::{name}" for name in REEXPORT.findall(text)]
     return "\n".join(sorted(set(lines))) + "\n"
 
 
