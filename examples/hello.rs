@@ -68,7 +68,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 }
 
-/// Serves against an external kernel until Ctrl-C.
+/// Serves against an external kernel until Ctrl-C or SIGTERM (a container stop), draining the
+/// runs in flight.
 async fn serve_only() -> Result<(), Box<dyn std::error::Error>> {
     let agent = with_handler(Agent::builder("hello")).build()?;
     let port = std::env::var("PORT").unwrap_or_else(|_| "5000".into());
@@ -79,9 +80,7 @@ async fn serve_only() -> Result<(), Box<dyn std::error::Error>> {
         agent.base_url()
     );
     rebuno_hyper::serve(listener, agent)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
+        .with_graceful_shutdown(rebuno_hyper::shutdown_signal())
         .await?;
     Ok(())
 }
