@@ -66,7 +66,12 @@ impl<S> DurableLlm<S> {
         }
     }
 
-    /// The execution this service is bound to, if any (see [`bound`](Self::bound)).
+    /// The execution this service is bound to, if any (see [`bound`](Self::bound)), for the
+    /// rig and async-openai integrations.
+    #[cfg(any(
+        feature = "rig",
+        all(feature = "async-openai", not(target_arch = "wasm32"))
+    ))]
     pub(crate) fn bound_context(&self) -> Option<&ExecutionContext> {
         self.context.as_ref()
     }
