@@ -70,7 +70,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         approval.id, approval.message
     );
     client
-        .grant(&approval.id, "alice", "recipient checked")
+        .grant(&approval.id)
+        .by("alice")
+        .rationale("recipient checked")
+        .send()
         .await?;
 
     let done = client.wait(&created.id, Duration::from_secs(30)).await?;

@@ -144,7 +144,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         approval.message,
         dir.join("summary.txt").exists()
     );
-    client.grant(&approval.id, "alice", "looks fine").await?;
+    client
+        .grant(&approval.id)
+        .by("alice")
+        .rationale("looks fine")
+        .send()
+        .await?;
 
     let done = client.wait(&created.id, Duration::from_secs(30)).await?;
     let id: uuid::Uuid = done.id.parse()?;

@@ -1,6 +1,7 @@
 //! The client API: create, inspect, cancel and fork executions; resolve approvals.
 
 mod builder;
+mod decide;
 mod listings;
 mod requests;
 mod stream;
@@ -12,9 +13,10 @@ use bytes::Bytes;
 use http::Method;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::json;
 
 pub use self::builder::ClientBuilder;
+pub use self::decide::Decide;
+use self::decide::Verdict;
 pub use self::listings::{ListApprovals, ListSteps};
 pub use self::requests::{CreateExecution, Fork, ListExecutions};
 pub use self::stream::{DeltaStream, StepDelta};
@@ -200,24 +202,22 @@ impl Client {
             .await
     }
 
-    /// Grants an approval; the step runs when the execution resumes.
+    /// Grants an approval, the step then runs when the execution resumes; finish with
+    /// [`Decide::send`], after [`Decide::by`] (who decides) and [`Decide::rationale`].
     ///
-    /// # Errors
-    ///
-    /// `forbidden` when `decided_by` is not an approver; `conflict` when already decided.
-    pub async fn grant(&self, approval_id: &str, decided_by: &str, rationale: &str) -> Result<()> {
-        self.decide(approval_id, "grant", decided_by, rationale)
-            .await
+    /// ```no_run
+    /// # async fn demo(client: rebuno::client::Client, approval_id: &str) -> rebuno::Result<()> {
+    /// client.grant(approval_id).by("alice").rationale("recipient checked").send().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn grant(&self, approval_id: impl Into<String>) -> Decide {
+        Decide::new(self.clone(), approval_id.into(), Verdict::Grant)
     }
 
-    /// Denies an approval; the step's call returns the denial.
-    ///
-    /// # Errors
-    ///
-    /// As [`grant`](Self::grant).
-    pub async fn deny(&self, approval_id: &str, decided_by: &str, rationale: &str) -> Result<()> {
-        self.decide(approval_id, "deny", decided_by, rationale)
-            .await
+    /// Denies an approval, the step's call then returns the denial; finish with
+    /// [`Decide::send`].
+    pub fn deny(&self, approval_id: impl Into<String>) -> Decide {
+        Decide::new(self.clone(), approval_id.into(), Verdict::Deny)
     }
 
     /// Polls until the execution is completed, failed or cancelled.
@@ -248,20 +248,6 @@ impl Client {
         }
     }
 
-    async fn decide(
-        &self,
-        approval_id: &str,
-        verb: &str,
-        decided_by: &str,
-        rationale: &str,
-    ) -> Result<()> {
-        let path = format!("/v0/approvals/{}/{verb}", encode_segment(approval_id));
-        let body = json!({ "decided_by": decided_by, "rationale": rationale });
-        self.send(Method::POST, &path, Some(encode(&body)?), Replayable::Yes)
-            .await
-            .map(drop)
-    }
-
     pub(crate) async fn read<T: DeserializeOwned>(&self, path: &str) -> Result<T> {
         decode(
             self.send(Method::GET, path, None, Replayable::Yes)
@@ -288,7 +274,7 @@ impl Client {
         )
     }
 
-    async fn send(
+    pub(super) async fn send(
         &self,
         method: Method,
         path: &str,
@@ -338,7 +324,7 @@ fn not_found_as_none<T>(result: Result<T>) -> Result<Option<T>> {
     }
 }
 
-fn encode(value: &impl Serialize) -> Result<Bytes> {
+pub(super) fn encode(value: &impl Serialize) -> Result<Bytes> {
     serde_json::to_vec(value)
         .map(Bytes::from)
         .map_err(|e| Error::serde("could not encode a client request", e))

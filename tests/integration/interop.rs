@@ -787,12 +787,18 @@ async fn a_gated_python_tool_blocks_until_granted_through_the_rust_client() {
     );
 
     let refused = client
-        .grant(&approval.id, "mallory", "me too")
+        .grant(&approval.id)
+        .by("mallory")
+        .rationale("me too")
+        .send()
         .await
         .expect_err("mallory is not an approver");
     assert_eq!(refused.code(), Some("forbidden"), "{refused}");
     client
-        .grant(&approval.id, "alice", "ship it")
+        .grant(&approval.id)
+        .by("alice")
+        .rationale("ship it")
+        .send()
         .await
         .expect("grant");
 
@@ -906,7 +912,10 @@ async fn a_denied_approval_resumes_with_the_refusal_and_a_cancel_expires_the_nex
     let pending = client.approvals().send().await.expect("approvals");
     assert_eq!(pending.len(), 1, "{pending:?}");
     client
-        .deny(&pending[0].id, "alice", "not today")
+        .deny(&pending[0].id)
+        .by("alice")
+        .rationale("not today")
+        .send()
         .await
         .expect("deny");
     let done = h.wait_terminal(id).await;

@@ -161,7 +161,10 @@ async fn an_approval_blocks_the_execution_until_a_client_grants_it() {
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].execution_id, created.id.to_string());
     client
-        .grant(&pending[0].id, "alice", "looks fine")
+        .grant(&pending[0].id)
+        .by("alice")
+        .rationale("looks fine")
+        .send()
         .await
         .expect("grant");
     let done = kernel.wait_terminal(created.id, WAIT).await.expect("ends");
@@ -209,7 +212,10 @@ async fn a_denied_approval_returns_the_rationale_to_the_tool_caller() {
         .expect("blocks");
     let pending = client.approvals().send().await.expect("approvals");
     client
-        .deny(&pending[0].id, "bob", "not today")
+        .deny(&pending[0].id)
+        .by("bob")
+        .rationale("not today")
+        .send()
         .await
         .expect("deny");
     let done = kernel.wait_terminal(created.id, WAIT).await.expect("ends");

@@ -1169,10 +1169,15 @@ async fn client_calls(rng: &mut Rng, client: &Client) {
                 let _ = client.approval("ap1").await;
             }
             12 => {
-                let _ = client.grant("ap1", "ada", "ok").await;
+                let _ = client.grant("ap1").by("ada").rationale("ok").send().await;
             }
             13 => {
-                let _ = client.deny("ap1", &mutate::ident(rng), "no").await;
+                let _ = client
+                    .deny("ap1")
+                    .by(mutate::ident(rng))
+                    .rationale("no")
+                    .send()
+                    .await;
             }
             14 => {
                 let _ = client
