@@ -43,12 +43,9 @@ pub(crate) fn transport(
     base: Option<&BaseUrl>,
     problems: &mut Vec<String>,
 ) -> Option<SharedTransport> {
-    if transport.is_none() && base.is_some_and(BaseUrl::is_https) && !DEFAULT_TRANSPORT_HAS_TLS {
-        problems.push(
-            "kernel URL is https:// but feature `rustls` is off: enable it \
-             (rebuno = { features = [\"rustls\"] }) or pass your own .transport()"
-                .to_owned(),
-        );
+    let unreachable = base.and_then(|base| tls_problem(base, DEFAULT_TRANSPORT_HAS_TLS));
+    if let (None, Some(problem)) = (&transport, unreachable) {
+        problems.push(problem);
         return None;
     }
     match transport.map(Ok).or_else(default_transport) {
@@ -74,6 +71,15 @@ fn default_runtime() -> Option<Runtime> {
     None
 }
 
+/// Why the default transport cannot reach `base`, if it cannot: an `https://` kernel without TLS.
+fn tls_problem(base: &BaseUrl, has_tls: bool) -> Option<String> {
+    (base.is_https() && !has_tls).then(|| {
+        "kernel URL is https:// but feature `rustls` is off: enable it \
+         (rebuno = { features = [\"rustls\"] }) or pass your own .transport()"
+            .to_owned()
+    })
+}
+
 /// Whether the default transport can reach an `https://` kernel: with rustls on native, and
 /// always on wasm32, where the JS fetch does TLS.
 const DEFAULT_TRANSPORT_HAS_TLS: bool = cfg!(any(feature = "rustls", target_arch = "wasm32"));
@@ -93,4 +99,20 @@ fn default_transport() -> Option<crate::Result<SharedTransport>> {
 #[cfg(not(feature = "reqwest"))]
 fn default_transport() -> Option<crate::Result<SharedTransport>> {
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_https_kernel_without_tls_names_the_feature() {
+        let https = BaseUrl::parse("https://kernel.example.com").unwrap_or_else(|e| panic!("{e}"));
+        let http = BaseUrl::parse("http://127.0.0.1:8080").unwrap_or_else(|e| panic!("{e}"));
+        let problem = tls_problem(&https, false).unwrap_or_default();
+        assert!(problem.contains("`rustls`"), "{problem}");
+        assert!(problem.contains(".transport()"), "{problem}");
+        assert_eq!(tls_problem(&https, true), None);
+        assert_eq!(tls_problem(&http, false), None);
+    }
 }
