@@ -3,8 +3,9 @@
 # on wasm32 where the crate says it does (docs/crate.md, "Features"):
 #
 #   scripts/feature-matrix.sh          # every feature alone (about 7 min from scratch on 2 cores)
-#   scripts/feature-matrix.sh --quick  # CI: the heavy integrations (rig, async-openai, sqlite,
-#                                      # rmcp) only together, as clippy --all-features checks them
+#   scripts/feature-matrix.sh --quick  # CI (about 2 min): the heavy integrations (rig,
+#                                      # async-openai, sqlite, rmcp) only together, as clippy
+#                                      # --all-features checks them
 #
 # Native: no features, each feature alone, all together. wasm32: the defaults, and each feature
 # documented for wasm32 alone (dir, sqlite, async-openai and the rmcp features are native only).
@@ -14,8 +15,10 @@ cd "$(dirname "$0")/.."
 native=(reqwest rustls rt-tokio schemars dir rig async-openai sqlite mcp-rmcp mcp-stdio mcp-http)
 wasm=(reqwest rustls rt-tokio schemars rig)
 if [ "${1:-}" = --quick ]; then
-  native=(reqwest rustls rt-tokio schemars dir)
-  wasm=(reqwest schemars rig) # rustls and rt-tokio are no-ops there, checked with the defaults
+  # The features whose code is gated on its own; rustls and rt-tokio are checked through the
+  # defaults (native and wasm32) and clippy's --no-default-features run.
+  native=(reqwest schemars dir)
+  wasm=(reqwest rig)
 fi
 
 check() { # check <target> <args...>
