@@ -9,7 +9,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::handler::{ErasedHandler, FnHandler, StateHandler};
+use super::handler::{ErasedHandler, FnHandler};
 use super::{Agent, Config, Inner, Parts, Secrets};
 use crate::Secret;
 use crate::config;
@@ -127,7 +127,7 @@ impl AgentBuilder {
     ///     .build()?;
     /// # Ok::<(), rebuno::Error>(())
     /// ```
-    pub fn handler_with_state<S, F, Fut, I, O, E>(mut self, state: S, handler: F) -> Self
+    pub fn handler_with_state<S, F, Fut, I, O, E>(self, state: S, handler: F) -> Self
     where
         S: Clone + MaybeSend + MaybeSync + 'static,
         F: Fn(S, I) -> Fut + MaybeSend + MaybeSync + 'static,
@@ -136,12 +136,7 @@ impl AgentBuilder {
         O: Serialize + 'static,
         E: Into<HandlerError> + 'static,
     {
-        self.handler = Some(Arc::new(StateHandler {
-            state,
-            handler,
-            input: PhantomData,
-        }));
-        self
+        self.handler(move |input: I| handler(state.clone(), input))
     }
 
     /// The HMAC secret shared with the kernel. Defaults to `REBUNO_AGENT_SECRET`.

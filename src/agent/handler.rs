@@ -38,29 +38,3 @@ where
         }))
     }
 }
-
-/// Adapts `Fn(S, I) -> Future<Output = Result<O, E>>`, handing each run a clone of the state.
-pub(crate) struct StateHandler<S, F, I> {
-    pub(crate) state: S,
-    pub(crate) handler: F,
-    pub(crate) input: std::marker::PhantomData<fn(I)>,
-}
-
-impl<S, F, I, O, E, Fut> ErasedHandler for StateHandler<S, F, I>
-where
-    S: Clone + MaybeSend + MaybeSync + 'static,
-    F: Fn(S, I) -> Fut + MaybeSend + MaybeSync + 'static,
-    Fut: Future<Output = Result<O, E>> + MaybeSend + 'static,
-    I: DeserializeOwned,
-    O: Serialize,
-    E: Into<HandlerError>,
-{
-    fn start(&self, input: Value) -> Result<HandlerFuture, String> {
-        let input: I = serde_json::from_value(input).map_err(|e| e.to_string())?;
-        let future = (self.handler)(self.state.clone(), input);
-        Ok(Box::pin(async move {
-            let output = future.await.map_err(Into::into)?;
-            serde_json::to_value(output).map_err(HandlerError::from)
-        }))
-    }
-}
