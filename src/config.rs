@@ -55,7 +55,10 @@ pub(crate) fn transport(
             None
         }
         None => {
-            problems.push("no transport: enable feature `reqwest` or call .transport()".to_owned());
+            problems.push(
+                "no transport: enable feature `rt-tokio` or `reqwest`, or call .transport()"
+                    .to_owned(),
+            );
             None
         }
     }
@@ -84,21 +87,13 @@ fn tls_problem(base: &BaseUrl, has_tls: bool) -> Option<String> {
 /// always on wasm32, where the JS fetch does TLS.
 const DEFAULT_TRANSPORT_HAS_TLS: bool = cfg!(any(feature = "rustls", target_arch = "wasm32"));
 
-#[cfg(feature = "reqwest")]
 fn default_transport() -> Option<crate::Result<SharedTransport>> {
     use crate::error::{Error, ErrorKind};
-    Some(
-        crate::kernel::ReqwestTransport::new()
-            .map(SharedTransport::new)
-            .map_err(|e| {
-                Error::new(ErrorKind::Config, "could not create the HTTP client").with_source(e)
-            }),
-    )
-}
-
-#[cfg(not(feature = "reqwest"))]
-fn default_transport() -> Option<crate::Result<SharedTransport>> {
-    None
+    crate::kernel::default_transport().map(|made| {
+        made.map_err(|e| {
+            Error::new(ErrorKind::Config, "could not create the HTTP client").with_source(e)
+        })
+    })
 }
 
 #[cfg(test)]

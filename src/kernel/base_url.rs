@@ -57,15 +57,27 @@ impl BaseUrl {
 
 /// Percent-encodes one path segment (everything but RFC 3986 unreserved characters).
 pub(crate) fn encode_segment(segment: &str) -> String {
-    let mut out = String::with_capacity(segment.len());
+    if segment.bytes().all(unreserved) {
+        // Ids (UUIDs, step ids) always take this path: one copy, no per-byte pushes.
+        return segment.to_owned();
+    }
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut out = String::with_capacity(segment.len() * 3);
     for byte in segment.bytes() {
-        if byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) {
+        if unreserved(byte) {
             out.push(char::from(byte));
         } else {
-            out.push_str(&format!("%{byte:02X}"));
+            out.push('%');
+            out.push(char::from(HEX[usize::from(byte >> 4)]));
+            out.push(char::from(HEX[usize::from(byte & 0x0f)]));
         }
     }
     out
+}
+
+/// RFC 3986 unreserved characters, which a path segment carries as they are.
+fn unreserved(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~')
 }
 
 #[cfg(test)]
@@ -98,5 +110,6 @@ mod tests {
     fn segments_are_escaped() {
         assert_eq!(encode_segment("alpha/beta gamma"), "alpha%2Fbeta%20gamma");
         assert_eq!(encode_segment("a-b_c.d~e"), "a-b_c.d~e");
+        assert_eq!(encode_segment("é?"), "%C3%A9%3F");
     }
 }

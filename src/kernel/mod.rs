@@ -2,7 +2,10 @@
 
 pub(crate) mod api;
 mod base_url;
+mod default;
 mod exchange;
+#[cfg(all(feature = "rt-tokio", not(target_arch = "wasm32")))]
+mod hyper;
 mod lease;
 #[cfg(feature = "reqwest")]
 mod reqwest;
@@ -16,7 +19,10 @@ use bytes::Bytes;
 use http::{HeaderValue, Method, StatusCode};
 
 pub(crate) use self::base_url::{BaseUrl, encode_segment};
+pub(crate) use self::default::default_transport;
 pub(crate) use self::exchange::{Exchange, network_error};
+#[cfg(all(feature = "rt-tokio", not(target_arch = "wasm32")))]
+pub use self::hyper::HyperTransport;
 pub(crate) use self::lease::Lease;
 #[cfg(feature = "reqwest")]
 pub use self::reqwest::ReqwestTransport;
@@ -28,7 +34,7 @@ pub use self::transport::{
 use crate::Secret;
 use crate::error::{Error, ErrorKind, Result};
 use crate::rt::Runtime;
-use crate::signing::RequestSignature;
+use crate::signing::{RequestSignature, SigningKey};
 use crate::wire::ErrorEnvelope;
 
 /// Signs and sends agent requests to the kernel.
@@ -40,8 +46,10 @@ pub(crate) struct KernelClient {
 #[derive(Debug)]
 struct Inner {
     base: BaseUrl,
-    agent_id: String,
-    secret: Secret,
+    /// `Rebuno-Agent-Id`, parsed once (every request carries it); `None` when the id is no
+    /// valid header value, which fails each request with a config error.
+    agent_id: Option<HeaderValue>,
+    key: SigningKey,
     exchange: Exchange,
 }
 
@@ -67,8 +75,8 @@ impl KernelClient {
         Self {
             inner: Arc::new(Inner {
                 base,
-                agent_id,
-                secret,
+                agent_id: HeaderValue::from_str(&agent_id).ok(),
+                key: SigningKey::new(&secret),
                 exchange,
             }),
         }
@@ -115,12 +123,12 @@ impl KernelClient {
             dispatch_id: &dispatch_id,
             attempt: &attempt,
         }
-        .sign(&inner.secret, &call.body);
+        .sign_keyed(&inner.key, &call.body);
         let mut builder = http::Request::builder()
             .method(call.method.clone())
             .uri(inner.base.uri(&target))
             .header(http::header::CONTENT_TYPE, "application/json")
-            .header("Rebuno-Agent-Id", header(&inner.agent_id)?)
+            .header("Rebuno-Agent-Id", agent_id(inner)?)
             .header("Rebuno-Timestamp", timestamp)
             .header("Rebuno-Signature", signature);
         if call.lease.is_some() {
@@ -132,6 +140,12 @@ impl KernelClient {
             .body(call.body.clone())
             .map_err(|e| Error::new(ErrorKind::Config, "invalid kernel request").with_source(e))
     }
+}
+
+fn agent_id(inner: &Inner) -> Result<HeaderValue> {
+    inner.agent_id.clone().ok_or_else(|| {
+        Error::new(ErrorKind::Config, "the agent id is not a valid HTTP header value")
+    })
 }
 
 fn header(value: &str) -> Result<HeaderValue> {

@@ -97,16 +97,20 @@ pub async fn fetch(request: http::Request<bytes::Bytes>) -> crate::Result<http::
     shared()?.send(request).await
 }
 
-/// One reqwest-backed service per process on native targets (its connection pool is shared).
+/// One service per process on native targets (its connection pool is shared), over the
+/// default transport ([`HyperTransport`](crate::kernel::HyperTransport) with Tokio).
 #[cfg(all(feature = "reqwest", not(target_arch = "wasm32")))]
 fn shared() -> crate::Result<DurableLlm> {
     static SHARED: std::sync::OnceLock<DurableLlm> = std::sync::OnceLock::new();
     if let Some(llm) = SHARED.get() {
         return Ok(llm.clone());
     }
-    let llm =
-        DurableLlm::from_transport(crate::kernel::ReqwestTransport::new().map_err(config_error)?);
-    Ok(SHARED.get_or_init(|| llm).clone())
+    let transport = crate::kernel::default_transport()
+        .ok_or_else(|| crate::Error::new(crate::ErrorKind::Config, "no HTTP client compiled in"))?
+        .map_err(config_error)?;
+    Ok(SHARED
+        .get_or_init(|| DurableLlm::from_shared_transport(transport))
+        .clone())
 }
 
 /// On wasm32 each call uses the host's `fetch`; there is no pool to share.

@@ -52,6 +52,12 @@ impl DurableLlm<TransportService> {
     pub fn from_transport(transport: impl Transport + 'static) -> Self {
         Self::new(TransportService::new(transport))
     }
+
+    /// [`from_transport`](Self::from_transport) over an already shared transport.
+    #[cfg(all(feature = "reqwest", not(target_arch = "wasm32")))]
+    pub(crate) fn from_shared_transport(transport: SharedTransport) -> Self {
+        Self::new(TransportService::shared(transport))
+    }
 }
 
 impl<S> DurableLlm<S> {
@@ -314,8 +320,13 @@ pub struct TransportService {
 impl TransportService {
     /// Serves requests with `transport`, timing out after [`DEFAULT_TIMEOUT`].
     pub fn new(transport: impl Transport + 'static) -> Self {
+        Self::shared(SharedTransport::new(transport))
+    }
+
+    /// Serves requests with an already shared transport.
+    pub(crate) fn shared(transport: SharedTransport) -> Self {
         Self {
-            transport: SharedTransport::new(transport),
+            transport,
             timeout: DEFAULT_TIMEOUT,
         }
     }

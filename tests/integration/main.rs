@@ -31,4 +31,5 @@ mod rotation;
 mod session;
 mod subagent;
 mod tools;
+mod transport_hyper;
 mod webhook;

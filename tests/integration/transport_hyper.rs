@@ -1,0 +1,128 @@
+//! `HyperTransport`, the default transport on native targets, against raw sockets that
+//! misbehave: refused connections, silence, a stalled stream, plain text on an https port.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::StreamExt as _;
+use rebuno::kernel::{HyperTransport, Transport, TransportErrorKind};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpListener;
+
+fn get(url: &str) -> http::Request<Bytes> {
+    http::Request::get(url)
+        .body(Bytes::new())
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A one-connection server that reads the request head and then runs `answer` on the socket.
+async fn server<F, Fut>(answer: F) -> String
+where
+    F: FnOnce(tokio::net::TcpStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut head = Vec::new();
+        let mut buffer = [0u8; 1024];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match socket.read(&mut buffer).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => head.extend_from_slice(&buffer[..n]),
+            }
+        }
+        answer(socket).await;
+    });
+    format!("http://{address}")
+}
+
+#[tokio::test]
+async fn a_refused_connection_is_a_connect_error() {
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let transport = HyperTransport::new().unwrap();
+    let error = transport
+        .send(get(&format!("http://127.0.0.1:{port}/v0/x")), Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), TransportErrorKind::Connect, "{error:?}");
+}
+
+#[tokio::test]
+async fn a_silent_server_times_out() {
+    let url = server(|socket| async move {
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        drop(socket);
+    })
+    .await;
+    let transport = HyperTransport::new().unwrap();
+    let started = Instant::now();
+    let error = transport
+        .send(get(&format!("{url}/v0/x")), Duration::from_millis(200))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), TransportErrorKind::Timeout, "{error:?}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn a_whole_response_keeps_its_status_headers_and_body() {
+    let url = server(|mut socket| async move {
+        let answer = b"HTTP/1.1 409 Conflict\r\ncontent-type: application/json\r\nx-extra: 1\r\ncontent-length: 13\r\n\r\n{\"code\":\"x\"}\n";
+        socket.write_all(answer).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    })
+    .await;
+    let transport = HyperTransport::new().unwrap();
+    let response = transport
+        .send(get(&format!("{url}/v0/x")), Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), http::StatusCode::CONFLICT);
+    assert_eq!(response.headers()["x-extra"], "1");
+    assert_eq!(response.body().as_ref(), b"{\"code\":\"x\"}\n");
+}
+
+#[tokio::test]
+async fn a_stalled_stream_yields_what_came_then_a_timeout() {
+    let url = server(|mut socket| async move {
+        let head = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+        socket.write_all(head).await.unwrap();
+        socket.write_all(b"6\r\ndata:1\r\n").await.unwrap();
+        tokio::time::sleep(Duration::from_secs(30)).await;
+    })
+    .await;
+    let transport = HyperTransport::new().unwrap();
+    let response = transport
+        .send_streaming(get(&format!("{url}/v0/s")), Duration::from_millis(300))
+        .await
+        .unwrap();
+    let mut body = response.into_body();
+    let first = body.next().await.unwrap().unwrap();
+    assert_eq!(first.as_ref(), b"data:1");
+    let error = body.next().await.unwrap().unwrap_err();
+    assert_eq!(error.to_string(), "request timed out");
+    assert!(body.next().await.is_none(), "the stream ends after the timeout");
+}
+
+#[tokio::test]
+async fn https_to_a_plain_text_port_fails_as_a_connect_error() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let _ = socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    });
+    let transport = HyperTransport::new().unwrap();
+    let error = transport
+        .send(get(&format!("https://{address}/v0/x")), Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    // The TLS handshake fails before any request is written: the kernel never saw it.
+    assert_eq!(error.kind(), TransportErrorKind::Connect, "{error:?}");
+}
