@@ -33,7 +33,10 @@ pub(crate) fn default_transport() -> Option<Result<SharedTransport, TransportErr
 }
 
 /// No client compiled in: the builder must be given a transport.
-#[cfg(not(any(feature = "reqwest", all(feature = "rt-tokio", not(target_arch = "wasm32")))))]
+#[cfg(not(any(
+    feature = "reqwest",
+    all(feature = "rt-tokio", not(target_arch = "wasm32"))
+)))]
 pub(crate) fn default_transport() -> Option<Result<SharedTransport, TransportError>> {
     None
 }
@@ -46,7 +49,12 @@ fn proxy_configured(var: impl Fn(&str) -> Option<std::ffi::OsString>) -> bool {
         .any(|name| var(name).is_some_and(|value| !value.is_empty()))
 }
 
-#[cfg(all(test, feature = "rt-tokio", feature = "reqwest", not(target_arch = "wasm32")))]
+#[cfg(all(
+    test,
+    feature = "rt-tokio",
+    feature = "reqwest",
+    not(target_arch = "wasm32")
+))]
 mod tests {
     use super::*;
 

@@ -144,7 +144,10 @@ impl KernelClient {
 
 fn agent_id(inner: &Inner) -> Result<HeaderValue> {
     inner.agent_id.clone().ok_or_else(|| {
-        Error::new(ErrorKind::Config, "the agent id is not a valid HTTP header value")
+        Error::new(
+            ErrorKind::Config,
+            "the agent id is not a valid HTTP header value",
+        )
     })
 }
 

@@ -46,7 +46,10 @@ async fn a_refused_connection_is_a_connect_error() {
     };
     let transport = HyperTransport::new().unwrap();
     let error = transport
-        .send(get(&format!("http://127.0.0.1:{port}/v0/x")), Duration::from_secs(5))
+        .send(
+            get(&format!("http://127.0.0.1:{port}/v0/x")),
+            Duration::from_secs(5),
+        )
         .await
         .unwrap_err();
     assert_eq!(error.kind(), TransportErrorKind::Connect, "{error:?}");
@@ -106,7 +109,10 @@ async fn a_stalled_stream_yields_what_came_then_a_timeout() {
     assert_eq!(first.as_ref(), b"data:1");
     let error = body.next().await.unwrap().unwrap_err();
     assert_eq!(error.to_string(), "request timed out");
-    assert!(body.next().await.is_none(), "the stream ends after the timeout");
+    assert!(
+        body.next().await.is_none(),
+        "the stream ends after the timeout"
+    );
 }
 
 #[tokio::test]
@@ -115,12 +121,17 @@ async fn https_to_a_plain_text_port_fails_as_a_connect_error() {
     let address = listener.local_addr().unwrap();
     tokio::spawn(async move {
         let (mut socket, _) = listener.accept().await.unwrap();
-        let _ = socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").await;
+        let _ = socket
+            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+            .await;
         tokio::time::sleep(Duration::from_secs(5)).await;
     });
     let transport = HyperTransport::new().unwrap();
     let error = transport
-        .send(get(&format!("https://{address}/v0/x")), Duration::from_secs(5))
+        .send(
+            get(&format!("https://{address}/v0/x")),
+            Duration::from_secs(5),
+        )
         .await
         .unwrap_err();
     // The TLS handshake fails before any request is written: the kernel never saw it.
