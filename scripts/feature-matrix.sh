@@ -15,9 +15,9 @@ cd "$(dirname "$0")/.."
 native=(reqwest rustls rt-tokio schemars dir rig async-openai sqlite mcp-rmcp mcp-stdio mcp-http)
 wasm=(reqwest rustls rt-tokio schemars rig)
 if [ "${1:-}" = --quick ]; then
-  # The features whose code is gated on its own; rustls and rt-tokio are checked through the
-  # defaults (native and wasm32) and clippy's --no-default-features run.
-  native=(reqwest schemars dir)
+  # The features whose code is gated on its own (rt-tokio carries HyperTransport, rustls its
+  # TLS); the rest are checked through the defaults and clippy's --no-default-features run.
+  native=(reqwest rt-tokio schemars dir)
   wasm=(reqwest rig)
 fi
 
@@ -31,6 +31,8 @@ check() { # check <target> <args...>
 host="$(rustc -vV | sed -n 's/^host: //p')"
 check "$host" --no-default-features
 for feature in "${native[@]}"; do check "$host" --no-default-features --features "$feature"; done
+# A slim native build: the hyper transport with TLS and no reqwest (what a small Lambda uses).
+check "$host" --no-default-features --features rt-tokio,rustls
 check "$host" --all-features
 check wasm32-unknown-unknown # the defaults: what a Workers crate gets with `rebuno = "0.1"`
 for feature in "${wasm[@]}"; do check wasm32-unknown-unknown --no-default-features --features "$feature"; done

@@ -76,7 +76,8 @@ pub use crate::refusal::{REFUSAL_TYPE, Refusal, RefusalKind, raise_for_refusal};
 /// Sends one provider request durably, the Rust `rebunoFetch`: inside an execution it is an
 /// `llm_call` step; outside one it is a plain request.
 ///
-/// Uses a shared reqwest client (feature `reqwest`); keep a [`DurableLlm`] to choose another
+/// Uses the default transport, one shared connection pool per process (hyper's client on
+/// native targets, the host's `fetch` on wasm32); keep a [`DurableLlm`] to choose another
 /// transport or timeout.
 ///
 /// ```no_run
@@ -92,14 +93,14 @@ pub use crate::refusal::{REFUSAL_TYPE, Refusal, RefusalKind, raise_for_refusal};
 /// # Errors
 ///
 /// As [`DurableLlm::send`].
-#[cfg(feature = "reqwest")]
+#[cfg(any(feature = "reqwest", all(feature = "rt-tokio", not(target_arch = "wasm32"))))]
 pub async fn fetch(request: http::Request<bytes::Bytes>) -> crate::Result<http::Response<LlmBody>> {
     shared()?.send(request).await
 }
 
 /// One service per process on native targets (its connection pool is shared), over the
 /// default transport ([`HyperTransport`](crate::kernel::HyperTransport) with Tokio).
-#[cfg(all(feature = "reqwest", not(target_arch = "wasm32")))]
+#[cfg(all(not(target_arch = "wasm32"), any(feature = "reqwest", feature = "rt-tokio")))]
 fn shared() -> crate::Result<DurableLlm> {
     static SHARED: std::sync::OnceLock<DurableLlm> = std::sync::OnceLock::new();
     if let Some(llm) = SHARED.get() {
@@ -121,7 +122,7 @@ fn shared() -> crate::Result<DurableLlm> {
         .map_err(config_error)
 }
 
-#[cfg(feature = "reqwest")]
+#[cfg(any(feature = "reqwest", all(feature = "rt-tokio", not(target_arch = "wasm32"))))]
 fn config_error(error: crate::kernel::TransportError) -> crate::Error {
     crate::Error::new(crate::ErrorKind::Config, "could not build the HTTP client")
         .with_source(error)

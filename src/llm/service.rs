@@ -54,7 +54,7 @@ impl DurableLlm<TransportService> {
     }
 
     /// [`from_transport`](Self::from_transport) over an already shared transport.
-    #[cfg(all(feature = "reqwest", not(target_arch = "wasm32")))]
+    #[cfg(all(not(target_arch = "wasm32"), any(feature = "reqwest", feature = "rt-tokio")))]
     pub(crate) fn from_shared_transport(transport: SharedTransport) -> Self {
         Self::new(TransportService::shared(transport))
     }
