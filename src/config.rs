@@ -89,7 +89,7 @@ const DEFAULT_TRANSPORT_HAS_TLS: bool = cfg!(any(feature = "rustls", target_arch
 
 fn default_transport() -> Option<crate::Result<SharedTransport>> {
     use crate::error::{Error, ErrorKind};
-    crate::kernel::default_transport().map(|made| {
+    crate::kernel::default_transport(crate::kernel::Peer::Kernel).map(|made| {
         made.map_err(|e| {
             Error::new(ErrorKind::Config, "could not create the HTTP client").with_source(e)
         })

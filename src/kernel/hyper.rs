@@ -6,6 +6,7 @@
 //! host included) and parses it once more in its redirect layer even when redirects are off; on
 //! a kernel step that was about a fifth of the agent's instructions (BENCHMARKS.md).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -14,6 +15,7 @@ use http_body_util::{BodyDataStream, BodyExt as _, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::transport::{
@@ -26,9 +28,9 @@ type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
 #[cfg(not(feature = "rustls"))]
 type Connector = HttpConnector;
 
-/// Idle connections kept per host: enough for steady concurrency, without one idle socket (and
-/// its buffers) per execution that ever ran concurrently.
-const MAX_IDLE_CONNECTIONS: usize = 32;
+/// Idle connections kept per host by default: enough for steady concurrency, without one idle
+/// socket (and its buffers) per execution that ever ran concurrently.
+pub(crate) const DEFAULT_MAX_IDLE: usize = 32;
 
 /// How long an idle pooled connection is kept.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -51,6 +53,8 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Clone)]
 pub struct HyperTransport {
     client: Client<Connector, Full<Bytes>>,
+    /// Permits for whole-response requests in flight, when limited.
+    in_flight: Option<Arc<Semaphore>>,
 }
 
 impl std::fmt::Debug for HyperTransport {
@@ -66,12 +70,52 @@ impl HyperTransport {
     ///
     /// When the TLS configuration (the platform's certificate verifier) cannot be built.
     pub fn new() -> Result<Self, TransportError> {
+        Self::with_pool(DEFAULT_MAX_IDLE, None)
+    }
+
+    /// A transport that keeps at most `limit` whole-response requests in flight, and as many
+    /// idle connections: a burst of requests (a hundred concurrent tool calls) then waits for a
+    /// pooled connection instead of opening and closing one per request. Streaming requests are
+    /// not limited. A request that finds no permit within its timeout fails as
+    /// [`Connect`](TransportErrorKind::Connect): it was never sent.
+    ///
+    /// # Errors
+    ///
+    /// As [`new`](Self::new).
+    pub fn with_max_in_flight(limit: usize) -> Result<Self, TransportError> {
+        let limit = limit.clamp(1, Semaphore::MAX_PERMITS);
+        Self::with_pool(limit, Some(Arc::new(Semaphore::new(limit))))
+    }
+
+    fn with_pool(
+        max_idle: usize,
+        in_flight: Option<Arc<Semaphore>>,
+    ) -> Result<Self, TransportError> {
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(IDLE_TIMEOUT)
-            .pool_max_idle_per_host(MAX_IDLE_CONNECTIONS)
+            .pool_max_idle_per_host(max_idle)
             .pool_timer(TokioTimer::new())
             .build(connector()?);
-        Ok(Self { client })
+        Ok(Self { client, in_flight })
+    }
+}
+
+/// Waits for a permit until `deadline`, when requests in flight are limited.
+async fn permit(
+    in_flight: Option<Arc<Semaphore>>,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<Option<OwnedSemaphorePermit>, TransportError> {
+    let Some(in_flight) = in_flight else {
+        return Ok(None);
+    };
+    match tokio::time::timeout_at(deadline, in_flight.acquire_owned()).await {
+        Ok(Ok(permit)) => Ok(Some(permit)),
+        // The semaphore is never closed; treat it like the timeout, unsent either way.
+        Ok(Err(_)) | Err(_) => Err(TransportError::new(
+            TransportErrorKind::Connect,
+            format!("no pooled connection free within {timeout:?}"),
+        )),
     }
 }
 
@@ -115,14 +159,18 @@ fn tls_config() -> Result<rustls::ClientConfig, TransportError> {
 
 impl Transport for HyperTransport {
     fn send(&self, request: http::Request<Bytes>, timeout: Duration) -> TransportFuture {
-        let pending = self.client.request(request.map(Full::new));
+        let client = self.client.clone();
+        let in_flight = self.in_flight.clone();
         Box::pin(async move {
+            let deadline = Instant::now() + timeout;
+            let _permit = permit(in_flight, deadline, timeout).await?;
             let exchange = async move {
-                let (head, body) = pending.await.map_err(classify)?.into_parts();
+                let response = client.request(request.map(Full::new)).await;
+                let (head, body) = response.map_err(classify)?.into_parts();
                 let body = body.collect().await.map_err(body_error)?.to_bytes();
                 Ok(http::Response::from_parts(head, body))
             };
-            tokio::time::timeout(timeout, exchange)
+            tokio::time::timeout_at(deadline, exchange)
                 .await
                 .unwrap_or_else(|_| Err(timed_out(timeout)))
         })

@@ -19,7 +19,7 @@ use bytes::Bytes;
 use http::{HeaderValue, Method, StatusCode};
 
 pub(crate) use self::base_url::{BaseUrl, encode_segment};
-pub(crate) use self::default::default_transport;
+pub(crate) use self::default::{Peer, default_transport};
 pub(crate) use self::exchange::{Exchange, network_error};
 #[cfg(all(feature = "rt-tokio", not(target_arch = "wasm32")))]
 pub use self::hyper::HyperTransport;

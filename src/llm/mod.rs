@@ -93,20 +93,26 @@ pub use crate::refusal::{REFUSAL_TYPE, Refusal, RefusalKind, raise_for_refusal};
 /// # Errors
 ///
 /// As [`DurableLlm::send`].
-#[cfg(any(feature = "reqwest", all(feature = "rt-tokio", not(target_arch = "wasm32"))))]
+#[cfg(any(
+    feature = "reqwest",
+    all(feature = "rt-tokio", not(target_arch = "wasm32"))
+))]
 pub async fn fetch(request: http::Request<bytes::Bytes>) -> crate::Result<http::Response<LlmBody>> {
     shared()?.send(request).await
 }
 
 /// One service per process on native targets (its connection pool is shared), over the
 /// default transport ([`HyperTransport`](crate::kernel::HyperTransport) with Tokio).
-#[cfg(all(not(target_arch = "wasm32"), any(feature = "reqwest", feature = "rt-tokio")))]
+#[cfg(all(
+    not(target_arch = "wasm32"),
+    any(feature = "reqwest", feature = "rt-tokio")
+))]
 fn shared() -> crate::Result<DurableLlm> {
     static SHARED: std::sync::OnceLock<DurableLlm> = std::sync::OnceLock::new();
     if let Some(llm) = SHARED.get() {
         return Ok(llm.clone());
     }
-    let transport = crate::kernel::default_transport()
+    let transport = crate::kernel::default_transport(crate::kernel::Peer::Provider)
         .ok_or_else(|| crate::Error::new(crate::ErrorKind::Config, "no HTTP client compiled in"))?
         .map_err(config_error)?;
     Ok(SHARED
@@ -122,7 +128,10 @@ fn shared() -> crate::Result<DurableLlm> {
         .map_err(config_error)
 }
 
-#[cfg(any(feature = "reqwest", all(feature = "rt-tokio", not(target_arch = "wasm32"))))]
+#[cfg(any(
+    feature = "reqwest",
+    all(feature = "rt-tokio", not(target_arch = "wasm32"))
+))]
 fn config_error(error: crate::kernel::TransportError) -> crate::Error {
     crate::Error::new(crate::ErrorKind::Config, "could not build the HTTP client")
         .with_source(error)

@@ -137,3 +137,76 @@ async fn https_to_a_plain_text_port_fails_as_a_connect_error() {
     // The TLS handshake fails before any request is written: the kernel never saw it.
     assert_eq!(error.kind(), TransportErrorKind::Connect, "{error:?}");
 }
+
+#[tokio::test]
+async fn past_its_limit_a_request_waits_for_a_permit_and_gives_up_unsent() {
+    // One permit, held by a request the server never answers.
+    let url = server(|socket| async move {
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        drop(socket);
+    })
+    .await;
+    let transport = HyperTransport::with_max_in_flight(1).unwrap();
+    let holder = transport.send(get(&format!("{url}/v0/held")), Duration::from_secs(10));
+    let holder = tokio::spawn(holder);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    let error = transport
+        .send(get(&format!("{url}/v0/queued")), Duration::from_millis(200))
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), TransportErrorKind::Connect, "{error:?}");
+    assert!(started.elapsed() >= Duration::from_millis(150));
+    holder.abort();
+}
+
+#[tokio::test]
+async fn a_burst_past_the_limit_completes_over_the_pooled_connections() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = accepted.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((socket, _)) = listener.accept().await else {
+                return;
+            };
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tokio::spawn(answer_forever(socket));
+        }
+    });
+    let transport = HyperTransport::with_max_in_flight(4).unwrap();
+    let burst = (0..200).map(|i| {
+        transport.send(
+            get(&format!("http://{address}/v0/{i}")),
+            Duration::from_secs(10),
+        )
+    });
+    for response in futures_util::future::join_all(burst).await {
+        assert_eq!(response.unwrap().status(), http::StatusCode::OK);
+    }
+    let connections = accepted.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        connections <= 4,
+        "{connections} connections for 200 requests"
+    );
+}
+
+/// Answers every request on `socket` with an empty `200`, keeping the connection.
+async fn answer_forever(mut socket: tokio::net::TcpStream) {
+    let mut pending = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+            pending.drain(..end + 4);
+            let ok = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+            if socket.write_all(ok).await.is_err() {
+                return;
+            }
+        }
+        match socket.read(&mut buffer).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => pending.extend_from_slice(&buffer[..n]),
+        }
+    }
+}
