@@ -54,7 +54,10 @@ impl DurableLlm<TransportService> {
     }
 
     /// [`from_transport`](Self::from_transport) over an already shared transport.
-    #[cfg(all(not(target_arch = "wasm32"), any(feature = "reqwest", feature = "rt-tokio")))]
+    #[cfg(all(
+        not(target_arch = "wasm32"),
+        any(feature = "reqwest", feature = "rt-tokio")
+    ))]
     pub(crate) fn from_shared_transport(transport: SharedTransport) -> Self {
         Self::new(TransportService::shared(transport))
     }
