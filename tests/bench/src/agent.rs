@@ -5,6 +5,9 @@
 //! re-delivery replays all K); `idle` waits inside a tool for an hour. `llm` and `llm_hold` are
 //! `live` and `hold` with K durable LLM calls ([`rebuno::llm::fetch`], each an `llm_call` step)
 //! to the chat-completions stub at the input's `llm_url` instead of the K tool calls.
+//! `big` and `big_hold` call a tool K times whose result is a string of `size` bytes; `fan`
+//! and `fan_hold` issue their K no-op calls all at once (`try_join_all` inside the handler's
+//! future; each call's args differ, so the step ids do not depend on the order of the submits).
 
 use std::time::Duration;
 
@@ -20,6 +23,13 @@ use crate::kernel::AGENT_ID;
 #[derive(Debug, Serialize, Deserialize)]
 struct Noop {
     i: u64,
+}
+
+/// Arguments of the tool with a large result.
+#[derive(Debug, Serialize, Deserialize)]
+struct Big {
+    i: u64,
+    size: usize,
 }
 
 /// Arguments of the waiting tool.
@@ -38,6 +48,9 @@ struct Input {
     /// The stub provider's chat-completions URL (`llm` modes).
     #[serde(default)]
     llm_url: String,
+    /// Bytes of each `big` result.
+    #[serde(default)]
+    size: usize,
 }
 
 /// One chat completion through the SDK's recorder; `i` makes each request (and step) distinct.
@@ -69,27 +82,43 @@ pub(crate) fn agent(kernel_url: &str, secret: &str) -> Result<Agent> {
         tokio::time::sleep(Duration::from_secs(args.secs)).await;
         Ok::<_, HandlerError>(0u64)
     });
+    let big = define_tool("big")
+        .execute(|args: Big| async move { Ok::<_, HandlerError>("x".repeat(args.size)) });
     let agent = Agent::builder(AGENT_ID)
         .secret(secret)
         .base_url(kernel_url)
-        .handler_with_state((noop, wait), |(noop, wait), input: Input| async move {
-            if input.mode == "idle" {
-                wait.call(Wait { secs: 3600 }).await?;
-                return Ok::<Value, HandlerError>(json!({}));
-            }
-            let llm = input.mode.starts_with("llm");
-            for i in 0..input.k {
-                if llm {
-                    chat(&input.llm_url, i).await?;
-                } else {
-                    noop.call(Noop { i }).await?;
+        .handler_with_state(
+            (noop, wait, big),
+            |(noop, wait, big), input: Input| async move {
+                if input.mode == "idle" {
+                    wait.call(Wait { secs: 3600 }).await?;
+                    return Ok::<Value, HandlerError>(json!({}));
                 }
-            }
-            if input.mode.ends_with("hold") && rebuno::execution()?.dispatch_attempt() == 1 {
-                std::future::pending::<()>().await;
-            }
-            Ok(json!({ "steps": input.k }))
-        })
+                let llm = input.mode.starts_with("llm");
+                if input.mode.starts_with("fan") {
+                    let calls = (0..input.k).map(|i| noop.call(Noop { i }));
+                    futures_util::future::try_join_all(calls).await?;
+                } else {
+                    for i in 0..input.k {
+                        if llm {
+                            chat(&input.llm_url, i).await?;
+                        } else if input.mode.starts_with("big") {
+                            big.call(Big {
+                                i,
+                                size: input.size,
+                            })
+                            .await?;
+                        } else {
+                            noop.call(Noop { i }).await?;
+                        }
+                    }
+                }
+                if input.mode.ends_with("hold") && rebuno::execution()?.dispatch_attempt() == 1 {
+                    std::future::pending::<()>().await;
+                }
+                Ok(json!({ "steps": input.k }))
+            },
+        )
         .build()
         .context("building the agent")?;
     Ok(agent)

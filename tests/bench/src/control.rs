@@ -57,6 +57,28 @@ pub(crate) enum Request {
         /// agent's connections are reused), instead of all at once.
         paced: bool,
     },
+    /// The input the kernel process gives a `k`-step execution in `mode` (`live`, `hold`,
+    /// `llm`, `llm_hold`, `idle`; LLM modes carry the stub provider's URL): for a driver that
+    /// creates the executions itself (deployed setup).
+    Input {
+        /// Steps.
+        k: usize,
+        /// Mode.
+        mode: String,
+    },
+    /// Requests the stub LLM provider has answered so far.
+    ProviderCalls,
+    /// Re-delivers the given executions at once and returns without waiting (the deployed
+    /// driver waits through the client API).
+    RedeliverIds {
+        /// Execution ids.
+        ids: Vec<String>,
+    },
+    /// Returns once every given execution is executing its tool (`idle` mode).
+    AwaitTool {
+        /// Execution ids.
+        ids: Vec<String>,
+    },
     /// Stops the kernel process.
     Quit,
 }
@@ -97,6 +119,9 @@ pub(crate) struct WaitReport {
     pub(crate) elapsed_s: f64,
     /// Executions that reached the wanted state.
     pub(crate) reached: usize,
+    /// Their ids ([`Request::Hold`] only).
+    #[serde(default)]
+    pub(crate) ids: Vec<String>,
 }
 
 /// A reply line.
@@ -111,6 +136,10 @@ pub(crate) enum Reply {
     Run(RunReport),
     /// A wait's figures.
     Wait(WaitReport),
+    /// An execution input ([`Request::Input`]).
+    Input(serde_json::Value),
+    /// A count ([`Request::ProviderCalls`]).
+    Count(usize),
     /// The request failed.
     Error(String),
 }

@@ -2,8 +2,9 @@
 //!
 //! Per dispatch it verifies the webhook's HMAC, answers `200`, reads the execution (signed
 //! `GET`, for the input), then per step makes exactly the signed submit and, when told
-//! `proceed`, the signed complete, and finally completes the execution. Same hyper server and
-//! pooled reqwest client as the SDK's host; JSON bodies are formatted by hand; no retries, no
+//! `proceed`, the signed complete, and finally completes the execution. Same hyper server as
+//! the SDK's host and the same pooled hyper client as its default transport (plain HTTP, no
+//! TLS connector); JSON bodies are formatted by hand; no retries, no
 //! heartbeats, no context, no de-duplication, no supersession (a held first attempt just stays
 //! parked).
 
@@ -14,10 +15,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use bytes::Bytes;
+use http::Method;
 use http_body_util::{BodyExt as _, Full};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rebuno::Secret;
 use rebuno::signing::{RequestSignature, verify_webhook};
 use serde::Deserialize;
@@ -60,7 +64,7 @@ struct Decision {
 struct Floor {
     base: String,
     secret: Secret,
-    http: reqwest::Client,
+    http: Client<HttpConnector, Full<Bytes>>,
 }
 
 /// Serves the floor agent on an ephemeral loopback port, printing its webhook URL on stdout;
@@ -69,7 +73,9 @@ pub(crate) async fn run(kernel_url: &str, secret: &str) -> Result<()> {
     let floor = Arc::new(Floor {
         base: kernel_url.trim_end_matches('/').to_owned(),
         secret: Secret::new(secret),
-        http: reqwest::Client::builder().build()?,
+        http: Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .build(connector()),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     println!("http://{}/webhook", listener.local_addr()?);
@@ -130,13 +136,11 @@ impl Floor {
         let lease = (hook.dispatch_id.as_str(), attempt.as_str());
         let raw = self
             .call(
-                reqwest::Method::GET,
+                Method::GET,
                 &format!("/v0/executions/{id}"),
                 None,
                 Vec::new(),
             )
-            .await?
-            .bytes()
             .await?;
         let execution: Execution = serde_json::from_slice(&raw)?;
         let input = execution.input;
@@ -147,14 +151,7 @@ impl Floor {
             let body = format!(r#"{{"kind":"tool_call","target":"noop","args":{{"i":{i}}}}}"#);
             let target = format!("/v0/executions/{id}/steps");
             let raw = self
-                .call(
-                    reqwest::Method::POST,
-                    &target,
-                    Some(lease),
-                    body.into_bytes(),
-                )
-                .await?
-                .bytes()
+                .call(Method::POST, &target, Some(lease), body.into_bytes())
                 .await?;
             let decision: Decision = serde_json::from_slice(&raw)?;
             match decision.decision.as_str() {
@@ -163,10 +160,7 @@ impl Floor {
                     let step = decision.step_id.context("proceed without a step id")?;
                     let target = format!("/v0/executions/{id}/steps/{step}/complete");
                     let body = format!(r#"{{"result":{i}}}"#).into_bytes();
-                    self.call(reqwest::Method::POST, &target, Some(lease), body)
-                        .await?
-                        .bytes()
-                        .await?;
+                    self.call(Method::POST, &target, Some(lease), body).await?;
                 }
                 other => bail!("step {i}: decision {other}"),
             }
@@ -176,21 +170,18 @@ impl Floor {
         }
         let body = format!(r#"{{"output":{{"steps":{}}}}}"#, input.k).into_bytes();
         let target = format!("/v0/executions/{id}/complete");
-        self.call(reqwest::Method::POST, &target, Some(lease), body)
-            .await?
-            .bytes()
-            .await?;
+        self.call(Method::POST, &target, Some(lease), body).await?;
         Ok(())
     }
 
-    /// One signed request; fails on a non-2xx status.
+    /// One signed request; its body, or an error on a non-2xx status.
     async fn call(
         &self,
-        method: reqwest::Method,
+        method: Method,
         target: &str,
         lease: Option<(&str, &str)>,
         body: Vec<u8>,
-    ) -> Result<reqwest::Response> {
+    ) -> Result<Bytes> {
         let timestamp = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs())
@@ -205,9 +196,9 @@ impl Floor {
             attempt,
         }
         .sign(&self.secret, &body);
-        let mut request = self
-            .http
-            .request(method, format!("{}{target}", self.base))
+        let mut request = http::Request::builder()
+            .method(method)
+            .uri(format!("{}{target}", self.base))
             .header("Rebuno-Agent-Id", AGENT_ID)
             .header("Rebuno-Timestamp", timestamp)
             .header("Rebuno-Signature", signature)
@@ -217,12 +208,21 @@ impl Floor {
                 .header("Rebuno-Dispatch-Id", dispatch_id)
                 .header("Rebuno-Dispatch-Attempt", attempt);
         }
-        let response = request.body(body).send().await?;
-        if !response.status().is_success() {
-            let status = response.status();
-            let text = response.text().await.unwrap_or_default();
-            bail!("{target}: {status} {text}");
+        let response = self
+            .http
+            .request(request.body(Full::new(Bytes::from(body)))?)
+            .await?;
+        let status = response.status();
+        let body = response.into_body().collect().await?.to_bytes();
+        if !status.is_success() {
+            bail!("{target}: {status} {}", String::from_utf8_lossy(&body));
         }
-        Ok(response)
+        Ok(body)
     }
+}
+
+fn connector() -> HttpConnector {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    connector
 }

@@ -13,6 +13,7 @@ use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use uuid::Uuid;
 
 use crate::control::{Reply, Request, RunReport, WaitReport};
+use crate::gaps::{StepGaps, finite};
 use crate::llm::Stub;
 use crate::stats::quantile;
 
@@ -92,6 +93,17 @@ impl Driver {
             }
             Request::Redeliver { c } => Ok(Reply::Run(self.redeliver(c).await?)),
             Request::Idle { m, paced } => Ok(Reply::Wait(self.idle(m, paced).await?)),
+            Request::Input { k, mode } => Ok(Reply::Input(self.input(k, &mode))),
+            Request::ProviderCalls => Ok(Reply::Count(self.llm.calls())),
+            Request::RedeliverIds { ids } => {
+                for id in parse_ids(&ids)? {
+                    self.kernel.redeliver(id)?;
+                }
+                Ok(Reply::Ok)
+            }
+            Request::AwaitTool { ids } => {
+                Ok(Reply::Wait(self.await_tool(&parse_ids(&ids)?).await?))
+            }
             Request::Quit => Ok(Reply::Ok),
         }
     }
@@ -149,34 +161,16 @@ impl Driver {
         let outcomes = std::mem::take(&mut *lock(&outcomes));
         let mut report = tally(&outcomes, elapsed_s);
         report.provider_calls = self.llm.calls() - calls;
-        let (mut gaps, mut between, mut within) = (Vec::new(), Vec::new(), Vec::new());
-        let ms = |from: i128, to: i128| (to - from) as f64 / 1e6;
+        let mut gaps = StepGaps::default();
         for (id, _, _) in &outcomes {
-            let (mut proposed, mut succeeded) = (Vec::new(), Vec::new());
-            for event in self.kernel.events(*id) {
-                let at = event.occurred_at.unix_nanos();
-                match event.kind.as_str() {
-                    "step.proposed" => proposed.push(at),
-                    "step.succeeded" => succeeded.push(at),
-                    _ => {}
-                }
-            }
-            report.steps += succeeded.len();
-            gaps.extend(succeeded.windows(2).map(|w| ms(w[0], w[1])));
-            if proposed.len() == succeeded.len() {
-                within.extend(proposed.iter().zip(&succeeded).map(|(p, s)| ms(*p, *s)));
-                between.extend(
-                    succeeded
-                        .iter()
-                        .zip(proposed.iter().skip(1))
-                        .map(|(s, p)| ms(*s, *p)),
-                );
-            }
+            let events = self.kernel.events(*id);
+            gaps.add(
+                events
+                    .iter()
+                    .map(|e| (e.kind.as_str(), e.occurred_at.unix_nanos())),
+            );
         }
-        report.between_p50_ms = finite(quantile(&mut between, 0.50));
-        report.within_p50_ms = finite(quantile(&mut within, 0.50));
-        report.step_p50_ms = finite(quantile(&mut gaps, 0.50));
-        report.step_p99_ms = finite(quantile(&mut gaps, 0.99));
+        gaps.fill(&mut report);
         Ok(report)
     }
 
@@ -226,6 +220,7 @@ impl Driver {
         Ok(WaitReport {
             elapsed_s: started.elapsed().as_secs_f64(),
             reached: self.held.len(),
+            ids: self.held.iter().map(|(id, _)| id.to_string()).collect(),
         })
     }
 
@@ -293,18 +288,34 @@ impl Driver {
                 tokio::time::sleep(Duration::from_micros(500)).await;
             }
         }
+        self.await_tool(&ids).await
+    }
+
+    /// Returns once every one of `ids` is executing its tool (polling every 50 ms; every
+    /// 500 µs for a single one).
+    async fn await_tool(&self, ids: &[Uuid]) -> Result<WaitReport> {
+        let started = Instant::now();
+        let pause = if ids.len() == 1 {
+            Duration::from_micros(500)
+        } else {
+            Duration::from_millis(50)
+        };
         loop {
-            tokio::time::sleep(Duration::from_millis(50)).await;
             let reached = ids.iter().filter(|id| self.waiting(**id)).count();
-            if reached == m {
+            if reached == ids.len() {
                 return Ok(WaitReport {
                     elapsed_s: started.elapsed().as_secs_f64(),
                     reached,
+                    ids: Vec::new(),
                 });
             }
             if started.elapsed() > WAIT {
-                bail!("only {reached} of {m} executions are waiting in their tool");
+                bail!(
+                    "only {reached} of {} executions are waiting in their tool",
+                    ids.len()
+                );
             }
+            tokio::time::sleep(pause).await;
         }
     }
 }
@@ -317,6 +328,12 @@ impl Driver {
             .iter()
             .any(|step| step.status == StepStatus::Executing)
     }
+}
+
+fn parse_ids(ids: &[String]) -> Result<Vec<Uuid>> {
+    ids.iter()
+        .map(|id| Uuid::parse_str(id).with_context(|| format!("bad execution id {id:?}")))
+        .collect()
 }
 
 fn tally(outcomes: &[(Uuid, ExecutionStatus, String)], elapsed_s: f64) -> RunReport {
@@ -334,11 +351,6 @@ fn tally(outcomes: &[(Uuid, ExecutionStatus, String)], elapsed_s: f64) -> RunRep
             .map(|(id, status, reason)| format!("{id}: {} {reason}", status.as_str())),
         ..RunReport::default()
     }
-}
-
-/// JSON has no NaN: an empty sample is sent as `null`.
-fn finite(value: f64) -> Option<f64> {
-    value.is_finite().then_some(value)
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

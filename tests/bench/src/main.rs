@@ -8,29 +8,59 @@
 //! The driver starts a dev kernel in its own process (this binary in the `kernel` role), serves
 //! the agent in another (the `agent` role: rebuno + rebuno-hyper; the official Python SDK under
 //! uvicorn; or the `floor` role, the protocol's bare minimum), drives the workload through the
-//! kernel and reads the agent process's own CPU time and memory from `/proc`. Every comparison
-//! runs interleaved, several times, and the medians are printed. `--help` lists the options.
+//! kernel (pinned setup) or through `rebuno::client::Client` (deployed setup) and reads the
+//! agent process's own CPU time, memory and context switches from `/proc` and its allocation
+//! counters over its stdin. Every comparison runs interleaved, several times, and the medians
+//! are printed. `--help` lists the options.
 
 mod ack;
 mod agent;
+mod alloc_count;
 mod bench;
 mod control;
+mod deployed;
 mod floor;
+mod gaps;
 mod kernel;
 mod llm;
+mod measure;
+mod options;
 mod proc;
+mod report;
+mod scale;
+mod spawn;
 mod stats;
 
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, bail};
-use tokio::io::AsyncReadExt as _;
+use tokio::io::AsyncBufReadExt as _;
 
-/// Resolves when this process's stdin reaches its end (the driver closed it or went away).
+/// Answers every `stats` line on this process's stdin with one JSON line on stdout,
+/// `{"allocs":N,"bytes":B}` (this process's allocation counters, [`alloc_count`]); resolves
+/// when stdin reaches its end (the driver closed it or went away).
 pub(crate) async fn stdin_closed() {
-    let mut stdin = tokio::io::stdin();
-    let mut buffer = [0u8; 256];
-    while matches!(stdin.read(&mut buffer).await, Ok(n) if n > 0) {}
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        if line.trim() == "stats" {
+            // `println!` flushes at the newline: the driver reads the line at once.
+            println!("{}", alloc_count::stats_line());
+        }
+    }
+}
+
+/// The Tokio runtime of a role: multi-thread (one worker per available CPU, what
+/// `#[tokio::main]` gives) unless `current` asks for a current-thread one.
+fn runtime(current: bool) -> Result<tokio::runtime::Runtime> {
+    let mut builder = if current {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    builder
+        .enable_all()
+        .build()
+        .context("building the Tokio runtime")
 }
 
 fn main() -> ExitCode {
@@ -46,15 +76,17 @@ fn main() -> ExitCode {
 fn run() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let role = args.first().map(String::as_str).unwrap_or("all");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("building the Tokio runtime")?;
     match role {
-        "kernel" => runtime.block_on(kernel::run()),
+        "kernel" => runtime(false)?.block_on(kernel::run()),
+        "scale" => runtime(false)?.block_on(scale::run(&args[1..])),
         "agent" | "floor" => {
             let (Some(url), Some(secret)) = (args.get(1), args.get(2)) else {
-                bail!("usage: rebuno-bench {role} KERNEL_URL SECRET");
+                bail!("usage: rebuno-bench {role} KERNEL_URL SECRET [multi|current]");
+            };
+            let runtime = match args.get(3).map(String::as_str) {
+                None | Some("multi") => runtime(false)?,
+                Some("current") => runtime(true)?,
+                Some(other) => bail!("unknown runtime {other:?} (multi, current)"),
             };
             if role == "agent" {
                 runtime.block_on(agent::run(url, secret))
@@ -63,12 +95,12 @@ fn run() -> Result<()> {
             }
         }
         "-h" | "--help" | "help" => {
-            println!("{}", bench::USAGE);
+            println!("{}", options::USAGE);
             Ok(())
         }
         _ => {
-            let options = bench::Options::parse(&args)?;
-            runtime.block_on(bench::run(options))
+            let options = options::Options::parse(&args)?;
+            runtime(false)?.block_on(bench::run(options))
         }
     }
 }

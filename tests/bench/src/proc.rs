@@ -1,4 +1,5 @@
-//! Per-process figures read from `/proc`: CPU time (user + sys) and resident memory.
+//! Per-process figures read from `/proc`: CPU time (user + sys), resident memory, open file
+//! descriptors and context switches.
 
 use std::fs;
 use std::sync::OnceLock;
@@ -71,6 +72,39 @@ pub(crate) fn open_fds(pid: u32) -> Result<usize> {
         .count())
 }
 
+/// Context switches of a process so far, summed over its living threads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ContextSwitches {
+    /// The thread gave up the CPU (blocked, i.e. waited for a wakeup).
+    pub(crate) voluntary: u64,
+    /// The scheduler took the CPU from the thread (preempted).
+    pub(crate) involuntary: u64,
+}
+
+/// `voluntary_ctxt_switches` and `nonvoluntary_ctxt_switches` of every thread in
+/// `/proc/<pid>/task/*/status`, summed (a thread that exited meanwhile takes its counts along).
+pub(crate) fn context_switches(pid: u32) -> Result<ContextSwitches> {
+    let tasks = fs::read_dir(format!("/proc/{pid}/task"))
+        .with_context(|| format!("listing /proc/{pid}/task"))?;
+    let mut total = ContextSwitches::default();
+    for task in tasks {
+        // A thread may exit between the listing and the read: skip it.
+        let Ok(status) = fs::read_to_string(task?.path().join("status")) else {
+            continue;
+        };
+        let field = |key: &str| -> u64 {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix(key))
+                .and_then(|rest| rest.trim_start_matches(':').trim().parse().ok())
+                .unwrap_or(0)
+        };
+        total.voluntary += field("voluntary_ctxt_switches");
+        total.involuntary += field("nonvoluntary_ctxt_switches");
+    }
+    Ok(total)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,5 +115,17 @@ mod tests {
         assert!(cpu_seconds(pid).unwrap() >= 0.0);
         assert!(rss_kib(pid).unwrap() > 0);
         assert!(peak_rss_kib(pid).unwrap() >= rss_kib(pid).unwrap() / 2);
+    }
+
+    #[test]
+    fn counts_context_switches_of_this_process() {
+        let pid = std::process::id();
+        for _ in 0..20 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        // Each sleep blocked this (living) thread once: at least 20 voluntary switches. (Other
+        // test threads may exit meanwhile, so no before/after comparison.)
+        let after = context_switches(pid).unwrap();
+        assert!(after.voluntary >= 20, "{after:?}");
     }
 }
