@@ -86,7 +86,10 @@ impl ExecutionContext {
         R: Serialize,
         Fut: Future<Output = std::result::Result<R, BoxError>>,
     {
-        let decision = self.submit(&effect).await?;
+        // Boxed here and below: a future is as large as its largest state, and these kernel
+        // round trips would otherwise sit inline in every caller's future (and in the user's
+        // handler) while the tool body, which needs a few bytes, runs for minutes.
+        let decision = Box::pin(self.submit(&effect)).await?;
         let step_id = decision.step_id.clone().unwrap_or_default();
         tracing::Span::current().record("step_id", step_id.as_str());
         match decision.decision {
@@ -143,11 +146,13 @@ impl ExecutionContext {
         });
         let (value, recorded) = match recorded {
             Ok(pair) => pair,
-            Err(error) => return Err(self.body_failed(target, &step.id, due, error).await),
+            Err(error) => {
+                return Err(Box::pin(self.body_failed(target, &step.id, due, error)).await);
+            }
         };
         self.guard()?;
-        let captures = self.capture(due).await;
-        self.record_success(&step.id, &recorded, &captures).await?;
+        let captures = Box::pin(self.capture(due)).await;
+        Box::pin(self.record_success(&step.id, &recorded, &captures)).await?;
         Ok(value)
     }
 

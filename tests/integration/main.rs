@@ -29,6 +29,7 @@ mod rig;
 mod rig_llm;
 mod rotation;
 mod session;
+mod sizes;
 mod subagent;
 mod tools;
 mod transport_hyper;

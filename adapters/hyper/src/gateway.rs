@@ -14,7 +14,7 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use rebuno::ExecutionContext;
-use rebuno::kernel::ReqwestTransport;
+use rebuno::kernel::HyperTransport;
 use rebuno::llm::{DurableLlm, TransportService};
 use tokio::net::TcpListener;
 
@@ -85,7 +85,7 @@ impl LlmGateway {
     ///
     /// When the port cannot be bound or the HTTP client cannot be built.
     pub async fn start(upstream: impl Into<String>) -> io::Result<Self> {
-        let transport = ReqwestTransport::new().map_err(io::Error::other)?;
+        let transport = HyperTransport::new().map_err(io::Error::other)?;
         Self::with_service(upstream, TransportService::new(transport)).await
     }
 

@@ -15,6 +15,16 @@
 //! acknowledged dispatch still running in the background (up to the drain timeout), so a deploy
 //! does not cut executions short.
 //!
+//! # Which Tokio runtime
+//!
+//! The server runs on whatever runtime it is awaited in. An agent is I/O-bound: between
+//! requests it does a few microseconds of work. On one or two vCPUs (a small container, a
+//! `t4g.small`) a **current-thread** runtime, `#[tokio::main(flavor = "current_thread")]`, costs
+//! less CPU per step than the multi-thread default, which wakes its workers across cores for
+//! every request and response (BENCHMARKS.md in the repository measures both, `rust` and
+//! `rust-ct`). Keep the multi-thread runtime when your tools do CPU-heavy work inline, or use
+//! [`rebuno::step`] with `tokio::task::spawn_blocking` for that work.
+//!
 //! # Limits
 //!
 //! Every limit has a default sized for webhooks from the kernel and a builder method on

@@ -47,6 +47,15 @@
 //!   but the kernel's delivery stays open for the whole run (the kernel gives up after 30 s and
 //!   retries), so use it only for short runs.
 //!
+//! # Which Tokio runtime
+//!
+//! A function of up to 1,769 MB gets at most one vCPU of CPU time, and an agent is I/O-bound,
+//! so prefer `#[tokio::main(flavor = "current_thread")]`: everything (the runtime client, the
+//! extension, the background runs) then shares one thread, and no request or response wakes a
+//! worker on another core. It costs less CPU per step than the multi-thread default and starts
+//! no worker threads at cold start (BENCHMARKS.md in the repository measures both). The
+//! multi-thread runtime works too, and pays off only with several vCPUs and CPU-heavy tools.
+//!
 //! # Limits
 //!
 //! Lambda and its front doors enforce the transport limits themselves, so the adapter adds none
