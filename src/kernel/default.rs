@@ -15,10 +15,7 @@ const PROXY_VARIABLES: [&str; 6] = [
 
 /// Who the default transport talks to.
 // Without any client compiled in, nothing asks for a provider transport.
-#[cfg_attr(
-    not(any(feature = "reqwest", feature = "rt-tokio")),
-    allow(dead_code)
-)]
+#[cfg_attr(not(any(feature = "reqwest", feature = "rt-tokio")), allow(dead_code))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Peer {
     /// The kernel: short requests, as many as the steps in flight.
