@@ -55,6 +55,7 @@ build() {
       CARGO_PROFILE_RELEASE_OPT_LEVEL=z \
       CARGO_PROFILE_RELEASE_LTO=true \
       CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
+      CARGO_PROFILE_RELEASE_STRIP=symbols \
       worker-build --release . --features rig # the rig path is opt-in (see its Cargo.toml)
   )
 }
