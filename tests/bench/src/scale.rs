@@ -174,7 +174,7 @@ impl Report {
 pub(crate) async fn run(args: &[String]) -> Result<()> {
     let opts = Opts::parse(args)?;
     let started = Instant::now();
-    let load_before = loadavg();
+    let load_before = crate::report::loadavg();
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
     let pin = opts.pin && cpus >= 2 && which("taskset");
     if pin {
@@ -207,7 +207,7 @@ pub(crate) async fn run(args: &[String]) -> Result<()> {
         "\nrebuno-bench scale: {cpus} CPUs, pinned: {pin}, quick: {}; took {:.0} s; load average before {load_before}, after {}\n",
         env.opts.quick,
         started.elapsed().as_secs_f64(),
-        loadavg()
+        crate::report::loadavg()
     );
     print_tables(&report);
     for note in &report.notes {
@@ -1124,17 +1124,6 @@ fn which(program: &str) -> bool {
         .stdout(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|text| {
-            text.split_whitespace()
-                .take(3)
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .unwrap_or_default()
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
