@@ -662,22 +662,17 @@ impl Env {
         let peak = peak_rss_kib(world.agent.pid)?;
         let key = ("bodies", series, size);
         put_allocs(report, key, (a0, a1), steps, Some(size));
-        let per_step = cpu * 1e6 / steps;
-        report.put(key, "n", n as f64);
-        report.put(key, "agent_cpu_us_per_step", per_step);
-        report.put(key, "ns_per_byte", per_step * 1e3 / size as f64);
-        report.put(key, "kernel_cpu_us_per_step", kcpu * 1e6 / steps);
-        report.put(
+        let per_step = put_body_point(
+            report,
             key,
-            "wall_ms_per_step",
-            done.wall_median_ms() / BODY_K as f64,
-        );
-        report.put(key, "base_hwm_kib", base as f64);
-        report.put(key, "peak_hwm_kib", peak as f64);
-        report.put(
-            key,
-            "extra_peak_per_byte",
-            (peak.saturating_sub(base) * 1024) as f64 / size as f64,
+            BodyPoint {
+                n,
+                steps,
+                size,
+                cpu_s: (cpu, kcpu),
+                wall_ms: done.wall_median_ms(),
+                hwm_kib: (base, peak),
+            },
         );
         eprintln!(
             "  live: {per_step:.0} µs/step ({:.2} ns/B), peak {peak} KiB (base {base}): {:.2} B/B",
@@ -709,22 +704,17 @@ impl Env {
             size,
         );
         put_allocs(report, key, (a0, a1), steps, Some(size));
-        let per_step = cpu * 1e6 / steps;
-        report.put(key, "n", n as f64);
-        report.put(key, "agent_cpu_us_per_step", per_step);
-        report.put(key, "ns_per_byte", per_step * 1e3 / size as f64);
-        report.put(key, "kernel_cpu_us_per_step", kcpu * 1e6 / steps);
-        report.put(
+        let per_step = put_body_point(
+            report,
             key,
-            "wall_ms_per_step",
-            done.wall_median_ms() / BODY_K as f64,
-        );
-        report.put(key, "base_hwm_kib", base as f64);
-        report.put(key, "peak_hwm_kib", peak as f64);
-        report.put(
-            key,
-            "extra_peak_per_byte",
-            (peak.saturating_sub(base) * 1024) as f64 / size as f64,
+            BodyPoint {
+                n,
+                steps,
+                size,
+                cpu_s: (cpu, kcpu),
+                wall_ms: done.wall_median_ms(),
+                hwm_kib: (base, peak),
+            },
         );
         eprintln!(
             "  replay: {per_step:.0} µs/step ({:.2} ns/B), peak {peak} KiB (base {base})",
@@ -1124,6 +1114,44 @@ fn which(program: &str) -> bool {
         .stdout(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
+}
+
+/// One body-size point's measurements, before they are divided into figures.
+struct BodyPoint {
+    n: usize,
+    steps: f64,
+    size: u64,
+    /// Agent and kernel CPU seconds over the phase.
+    cpu_s: (f64, f64),
+    /// Median wall time of an execution.
+    wall_ms: f64,
+    /// The agent's `VmHWM` before and after the phase.
+    hwm_kib: (u64, u64),
+}
+
+/// Records `point`'s figures under `key`; returns the agent's CPU µs per step.
+fn put_body_point(
+    report: &mut Report,
+    key: (&'static str, &'static str, u64),
+    point: BodyPoint,
+) -> f64 {
+    let (cpu, kcpu) = point.cpu_s;
+    let (base, peak) = point.hwm_kib;
+    let size = point.size as f64;
+    let per_step = cpu * 1e6 / point.steps;
+    report.put(key, "n", point.n as f64);
+    report.put(key, "agent_cpu_us_per_step", per_step);
+    report.put(key, "ns_per_byte", per_step * 1e3 / size);
+    report.put(key, "kernel_cpu_us_per_step", kcpu * 1e6 / point.steps);
+    report.put(key, "wall_ms_per_step", point.wall_ms / BODY_K as f64);
+    report.put(key, "base_hwm_kib", base as f64);
+    report.put(key, "peak_hwm_kib", peak as f64);
+    report.put(
+        key,
+        "extra_peak_per_byte",
+        (peak.saturating_sub(base) * 1024) as f64 / size,
+    );
+    per_step
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
