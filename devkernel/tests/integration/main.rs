@@ -13,6 +13,7 @@ mod cli;
 mod cli_errors;
 mod flow;
 mod forks;
+mod golden;
 mod limits;
 mod policy_approvals;
 mod policy_test;
