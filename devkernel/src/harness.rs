@@ -10,6 +10,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use uuid::Uuid;
 
+use crate::clock::Clock;
 use crate::error::KernelError;
 use crate::kernel::{
     AgentRequest, Config, CreateKeyRequest, DecideRequest, ForkRequest, Kernel, NewExecution,
@@ -49,6 +50,9 @@ pub enum DevKernelError {
     /// A wait timed out.
     #[error("timed out after {0:?} waiting for execution {1}")]
     Timeout(Duration, Uuid),
+    /// [`DevKernel::advance`] on a kernel that runs on real time.
+    #[error("the kernel runs on real time; build it with `manual_clock()` to advance it")]
+    RealClock,
     /// The agent given to [`DevKernel::serve`] could not be built.
     #[error("agent: {0}")]
     Agent(#[from] rebuno::Error),
@@ -184,6 +188,36 @@ impl DevKernelBuilder {
         self
     }
 
+    /// Runs the kernel on a manual clock, frozen at the start until [`DevKernel::advance`]
+    /// moves it: leases, delivery backoff, approval expiry, rate-limit refill and event
+    /// times all read it, so a test of a one-hour approval timeout runs in milliseconds.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), rebuno_devkernel::DevKernelError> {
+    /// use std::time::Duration;
+    /// let kernel = rebuno_devkernel::DevKernel::builder().manual_clock().start().await?;
+    /// kernel.advance(Duration::from_secs(3600))?; // an hour passes for the kernel
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn manual_clock(mut self) -> Self {
+        self.config.clock = Clock::manual();
+        self
+    }
+
+    /// Persists the event log in `dir` (`dir/events.jsonl`) and, at start, rebuilds every
+    /// execution from what is already there: work that was in flight when the previous
+    /// kernel stopped (or was killed) is reclaimed and delivered again, recorded steps
+    /// replay. The default keeps everything in memory.
+    ///
+    /// Agents are not persisted: register them again at each start (as `rebuno-dev`
+    /// does from its configuration).
+    #[must_use]
+    pub fn data_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.config.data_dir = Some(dir.into());
+        self
+    }
+
     /// Registers an agent at start.
     #[must_use]
     pub fn agent(mut self, spec: AgentSpec) -> Self {
@@ -223,6 +257,8 @@ impl DevKernelBuilder {
             }
         });
         kernel.spawn_sweeper();
+        kernel.spawn_syncer();
+        kernel.resume();
         tracing::info!(%addr, "dev kernel listening");
         Ok(DevKernel {
             kernel,
@@ -497,6 +533,21 @@ impl DevKernel {
             Ok(Err(_)) => Err(DevKernelError::NotFound(id)),
             Err(_) => Err(DevKernelError::Timeout(timeout, id)),
         }
+    }
+
+    /// Moves a [`manual_clock`](DevKernelBuilder::manual_clock) forward by `by`, then sweeps
+    /// at once: leases that ran out are reclaimed and overdue approvals expire before this
+    /// returns; deliveries waiting out a backoff that has now passed go ahead.
+    ///
+    /// # Errors
+    ///
+    /// [`DevKernelError::RealClock`] when the kernel runs on real time.
+    pub fn advance(&self, by: Duration) -> Result<(), DevKernelError> {
+        if !self.kernel.clock().advance(by) {
+            return Err(DevKernelError::RealClock);
+        }
+        self.kernel.sweep();
+        Ok(())
     }
 
     /// Test hook: reclaims the execution's in-flight dispatch now, as if its lease had

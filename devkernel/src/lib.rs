@@ -122,9 +122,11 @@
 //! pass, failure?], failed, unexercised_rules?}`; replayed cases expect the decision of the
 //! step's first `step.allowed|denied|awaiting_approval` event (`was_rule` names its rule).
 
+mod backoff;
 pub mod cli;
-mod dispatcher;
+mod clock;
 mod error;
+mod event;
 mod harness;
 mod http;
 pub mod identity;

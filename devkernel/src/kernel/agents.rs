@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::Kernel;
 use crate::error::KernelError;
-use crate::model::{AgentRecord, Timestamp};
+use crate::model::AgentRecord;
 use crate::policy::Policy;
 use crate::store::AgentEntry;
 
@@ -64,7 +64,7 @@ impl Kernel {
             id: request.id,
             webhook_url: request.webhook_url,
             policy_bundle: policy.as_ref().map(|p| p.yaml().to_owned()),
-            registered_at: Timestamp::now(),
+            registered_at: self.clock().timestamp(),
             lease_timeout_seconds: lease,
             description: previous.as_ref().and_then(|p| p.agent.description.clone()),
             input_schema: previous.as_ref().and_then(|p| p.agent.input_schema.clone()),

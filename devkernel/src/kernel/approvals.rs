@@ -1,13 +1,14 @@
 //! Approvals: creation by `require_approval`, grant, deny, expiry (PROTOCOL.md §1.10).
 
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::terminal::settle_step;
+use super::terminal::settling;
 use super::{Followups, Kernel};
 use crate::error::KernelError;
-use crate::model::{Approval, ApprovalStatus, ExecutionStatus, StepStatus, Timestamp};
+use crate::event::{ApprovalChanged, Decided, EventBody, Refused, StatusChanged, StepRef};
+use crate::model::{Approval, ApprovalStatus, ExecutionStatus, StepStatus};
 use crate::policy::ApprovalConfig;
 use crate::store::ExecState;
 
@@ -30,19 +31,28 @@ pub(crate) enum Resolution {
     Deny,
 }
 
-fn approval_payload(approval: &Approval) -> Map<String, Value> {
-    let mut payload = Map::new();
-    payload.insert("approval_id".into(), json!(approval.id));
-    payload.insert("step_id".into(), json!(approval.step_id));
-    payload.insert("execution_id".into(), json!(approval.execution_id));
-    payload.insert("status".into(), json!(approval.status.as_str()));
-    if let Some(by) = &approval.decided_by {
-        payload.insert("decided_by".into(), json!(by));
+/// The event closing a pending `approval` with `status` (empty names and rationales left out).
+pub(crate) fn closing(
+    approval: &Approval,
+    status: ApprovalStatus,
+    decided_by: Option<String>,
+    rationale: &str,
+) -> EventBody {
+    let closed = ApprovalChanged {
+        status,
+        decided_by: decided_by.filter(|s| !s.is_empty()),
+        rationale: Some(rationale.to_owned()).filter(|s| !s.is_empty()),
+        ..ApprovalChanged::of(approval)
+    };
+    let closed = ApprovalChanged {
+        approval: None,
+        ..closed
+    };
+    match status {
+        ApprovalStatus::Granted => EventBody::ApprovalGranted(closed),
+        ApprovalStatus::Denied => EventBody::ApprovalDenied(closed),
+        _ => EventBody::ApprovalExpired(closed),
     }
-    if let Some(rationale) = &approval.rationale {
-        payload.insert("rationale".into(), json!(rationale));
-    }
-    payload
 }
 
 impl Kernel {
@@ -53,7 +63,7 @@ impl Kernel {
         step_id: &str,
         config: &ApprovalConfig,
     ) -> Uuid {
-        let created = Timestamp::now();
+        let created = state.clock().timestamp();
         let timeout = config.timeout.unwrap_or(self.config().approval_timeout);
         let approval = Approval {
             id: Uuid::now_v7(),
@@ -72,40 +82,15 @@ impl Kernel {
             created_at: created,
         };
         let id = approval.id;
-        state.append(
-            "approval.requested",
-            Value::Object(approval_payload(&approval)),
-        );
-        state.approvals.insert(id, approval);
+        state.record(EventBody::ApprovalRequested(ApprovalChanged::of(&approval)));
         self.store().index_approval(id, state.exec.id);
-        state.set_status(ExecutionStatus::Blocked);
-        let payload = state.status_payload(ExecutionStatus::Blocked);
-        state.append("execution.blocked", Value::Object(payload));
+        state.record(EventBody::ExecutionBlocked(StatusChanged {
+            execution_id: state.exec.id,
+            status: ExecutionStatus::Blocked,
+            reason: None,
+        }));
         state.retire_dispatches();
         id
-    }
-
-    /// Closes a pending approval with `status` and writes `approval.<status>`.
-    pub(crate) fn close_approval(
-        &self,
-        state: &mut ExecState,
-        id: Uuid,
-        status: ApprovalStatus,
-        decided_by: Option<String>,
-        rationale: &str,
-    ) {
-        let Some(approval) = state.approvals.get_mut(&id) else {
-            return;
-        };
-        approval.status = status;
-        approval.decided_by = decided_by.filter(|s| !s.is_empty());
-        approval.decided_at = Some(Timestamp::now());
-        approval.rationale = Some(rationale.to_owned()).filter(|s| !s.is_empty());
-        let payload = approval_payload(approval);
-        state.append(
-            &format!("approval.{}", status.as_str()),
-            Value::Object(payload),
-        );
     }
 
     /// Pending approvals, oldest first.
@@ -180,39 +165,8 @@ impl Kernel {
                 return Err(KernelError::conflict("step is not awaiting approval"));
             }
             let rationale = request.rationale.unwrap_or_default();
-            match resolution {
-                Resolution::Grant => {
-                    self.close_approval(
-                        &mut state,
-                        id,
-                        ApprovalStatus::Granted,
-                        request.decided_by,
-                        &rationale,
-                    );
-                    allow_step(&mut state, &step_id);
-                }
-                Resolution::Deny => {
-                    self.close_approval(
-                        &mut state,
-                        id,
-                        ApprovalStatus::Denied,
-                        request.decided_by,
-                        &rationale,
-                    );
-                    let reason = if rationale.is_empty() {
-                        "approval_denied"
-                    } else {
-                        rationale.as_str()
-                    };
-                    settle_step(
-                        &mut state,
-                        &step_id,
-                        StepStatus::Denied,
-                        "step.denied",
-                        json!({"reason": reason}),
-                    );
-                }
-            }
+            let events = resolve(&state, id, resolution, request.decided_by, &rationale);
+            state.record_all(events);
             self.resume_if_idle(&mut state)
         };
         cell.publish();
@@ -225,28 +179,24 @@ impl Kernel {
         let Some(cell) = self.store().execution(exec) else {
             return Followups::default();
         };
-        let stamp = Timestamp::now();
         let followups = {
             let mut state = cell.lock();
-            let overdue: Vec<(Uuid, String)> = state
+            let stamp = state.clock().timestamp();
+            let denied = json!({"reason": "approval_timeout"});
+            let events: Vec<EventBody> = state
                 .approvals
                 .values()
                 .filter(|a| a.status == ApprovalStatus::Pending && a.timeout_at <= stamp)
-                .map(|a| (a.id, a.step_id.clone()))
+                .flat_map(|a| {
+                    let expired = closing(a, ApprovalStatus::Expired, None, "timeout");
+                    let step = settling(&state, &a.step_id, EventBody::StepDenied, &denied);
+                    std::iter::once(expired).chain(step)
+                })
                 .collect();
-            if overdue.is_empty() {
+            if events.is_empty() {
                 return Followups::default();
             }
-            for (id, step_id) in overdue {
-                self.close_approval(&mut state, id, ApprovalStatus::Expired, None, "timeout");
-                settle_step(
-                    &mut state,
-                    &step_id,
-                    StepStatus::Denied,
-                    "step.denied",
-                    json!({"reason": "approval_timeout"}),
-                );
-            }
+            state.record_all(events);
             self.resume_if_idle(&mut state)
         };
         cell.publish();
@@ -274,15 +224,42 @@ impl Kernel {
     }
 }
 
-/// An approved step becomes `allowed` (`step.allowed`); the re-submit starts it.
-fn allow_step(state: &mut ExecState, step_id: &str) {
-    let Some(step) = state.steps.get_mut(step_id) else {
-        return;
+/// A human's resolution: the approval closed, then the step allowed (the re-submit starts
+/// it) or denied.
+fn resolve(
+    state: &ExecState,
+    id: Uuid,
+    resolution: Resolution,
+    decided_by: Option<String>,
+    rationale: &str,
+) -> Vec<EventBody> {
+    let Some(approval) = state.approvals.get(&id) else {
+        return Vec::new();
     };
-    step.status = StepStatus::Allowed;
-    let mut payload = Map::new();
-    payload.insert("step_id".into(), json!(step.step_id));
-    payload.insert("step_type".into(), json!(step.kind));
-    payload.insert("target".into(), json!(step.target));
-    state.append("step.allowed", Value::Object(payload));
+    let Some(step) = state.steps.get(&approval.step_id) else {
+        return Vec::new();
+    };
+    let step = StepRef::of(step);
+    match resolution {
+        Resolution::Grant => vec![
+            closing(approval, ApprovalStatus::Granted, decided_by, rationale),
+            EventBody::StepAllowed(Decided {
+                step,
+                rule_id: None,
+                reason: None,
+                policy_hash: None,
+            }),
+        ],
+        Resolution::Deny => {
+            let reason = if rationale.is_empty() {
+                "approval_denied"
+            } else {
+                rationale
+            };
+            vec![
+                closing(approval, ApprovalStatus::Denied, decided_by, rationale),
+                EventBody::StepDenied(Refused::with_error(step, json!({"reason": reason}))),
+            ]
+        }
+    }
 }

@@ -3,11 +3,12 @@
 use std::sync::Arc;
 
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use uuid::Uuid;
 
-use super::{Followups, Kernel, Principal, now};
+use super::{Followups, Kernel, Principal};
 use crate::error::KernelError;
+use crate::event::{EventBody, Started};
 use crate::model::{Execution, ExecutionStatus, SpawnedBy, StepStatus, Timestamp};
 use crate::store::{ExecCell, ExecState};
 
@@ -103,6 +104,14 @@ fn parse_uuid(text: &str, what: &str) -> Result<Uuid, KernelError> {
     Uuid::parse_str(text).map_err(|_| KernelError::validation(format!("invalid {what}")))
 }
 
+/// A creation request after validation.
+struct Plan {
+    request: NewExecution,
+    session: Option<String>,
+    key: Option<String>,
+    parent: Option<Uuid>,
+}
+
 impl Kernel {
     /// Creates an execution; an idempotent hit returns the existing one.
     pub(crate) fn create_execution(
@@ -110,19 +119,35 @@ impl Kernel {
         request: NewExecution,
         principal: &Principal,
     ) -> Result<Execution, KernelError> {
+        let plan = self.plan(request)?;
+        let (cell, fresh) = self.insert_once(&plan, principal)?;
+        if fresh {
+            let admitted = plan
+                .session
+                .as_deref()
+                .is_none_or(|name| self.sessions().admit(name, cell.id));
+            if admitted {
+                let followups = self.start_execution(cell.id);
+                self.run(followups);
+            }
+            tracing::info!(execution = %cell.id, agent = %cell.agent_id, "execution created");
+        }
+        Ok(cell.lock().exec.clone())
+    }
+
+    /// Validates a request: the agent, the labels, an explicit parent.
+    fn plan(&self, request: NewExecution) -> Result<Plan, KernelError> {
         if self.store().agent(&request.agent_id).is_none() {
             return Err(KernelError::not_found("agent"));
         }
-        let session = non_empty(request.session);
-        let mut key = non_empty(request.idempotency_key);
-        for label in session.iter().chain(key.iter()) {
-            if !valid_label(label) {
-                return Err(KernelError::validation(
-                    "invalid session or idempotency_key",
-                ));
-            }
+        let session = non_empty(request.session.clone());
+        let mut key = non_empty(request.idempotency_key.clone());
+        if !session.iter().chain(key.iter()).all(|l| valid_label(l)) {
+            return Err(KernelError::validation(
+                "invalid session or idempotency_key",
+            ));
         }
-        let parent = match non_empty(request.parent_execution_id) {
+        let parent = match non_empty(request.parent_execution_id.clone()) {
             Some(text) => Some(self.check_parent(
                 &parent_uuid(&text)?,
                 &request.agent_id,
@@ -133,62 +158,45 @@ impl Kernel {
         if let (Some(spawned), None) = (&request.spawned_by, &key) {
             key = Some(spawned.step_id.clone());
         }
+        Ok(Plan {
+            request,
+            session,
+            key,
+            parent,
+        })
+    }
+
+    /// Inserts the execution unless its idempotency key already names one; `true` when new.
+    /// Only the index lookup and the insert run under the idempotency lock: nothing follows
+    /// up in it.
+    fn insert_once(
+        &self,
+        plan: &Plan,
+        principal: &Principal,
+    ) -> Result<(Arc<ExecCell>, bool), KernelError> {
         let store = self.store();
+        let agent = &plan.request.agent_id;
         store.with_idempotency(|index| {
-            if let Some(key) = &key
-                && let Some(existing) = index.get(&(request.agent_id.clone(), key.clone()))
+            if let Some(key) = &plan.key
+                && let Some(existing) = index.get(&(agent.clone(), key.clone()))
                 && let Some(cell) = store.execution(*existing)
             {
-                return Ok(cell.lock().exec.clone());
+                return Ok((cell, false));
             }
             let id = Uuid::now_v7();
-            if let Some(spawned) = &request.spawned_by {
-                self.link_child(spawned, id, session.as_deref(), principal)?;
+            if let Some(spawned) = &plan.request.spawned_by {
+                self.link_child(spawned, id, plan.session.as_deref(), principal)?;
             }
-            let created = Timestamp::now();
-            let exec = Execution {
-                id,
-                agent_id: request.agent_id.clone(),
-                session: session.clone(),
-                parent_execution_id: parent,
-                forked_from: None,
-                fork_seq: None,
-                idempotency_key: key.clone(),
-                spawned_by: request.spawned_by.clone(),
-                on_behalf_of: non_empty(request.on_behalf_of.clone()),
-                input: request.input.clone().unwrap_or(Value::Null),
-                status: ExecutionStatus::Pending,
-                output: None,
-                failure_reason: String::new(),
-                created_at: created,
-                updated_at: created,
-                restoration: None,
-            };
-            let mut state = ExecState::new(exec);
-            let mut payload = state.status_payload(ExecutionStatus::Pending);
-            if let Some(session) = &session {
-                payload.insert("session".into(), json!(session));
+            let exec = new_execution(plan, id, self.clock().timestamp());
+            let cell = Arc::new(ExecCell::new(ExecState::create(
+                exec,
+                self.recorder().clone(),
+            )));
+            store.insert_execution(cell.clone());
+            if let Some(key) = &plan.key {
+                index.insert((agent.clone(), key.clone()), id);
             }
-            if let Some(spawned) = &request.spawned_by {
-                payload.insert("spawned_by".into(), json!(spawned));
-            }
-            state.append("execution.created", Value::Object(payload));
-            store.insert_execution(Arc::new(ExecCell::new(state)));
-            if let Some(key) = key {
-                index.insert((request.agent_id.clone(), key), id);
-            }
-            let admitted = session
-                .as_deref()
-                .is_none_or(|name| self.sessions().admit(name, id));
-            if admitted {
-                let followups = self.start_execution(id);
-                self.run(followups);
-            }
-            tracing::info!(execution = %id, agent = %request.agent_id, "execution created");
-            store
-                .execution(id)
-                .map(|cell| cell.lock().exec.clone())
-                .ok_or_else(|| KernelError::Internal("execution vanished".into()))
+            Ok((cell, true))
         })
     }
 
@@ -275,18 +283,14 @@ impl Kernel {
         if state.exec.status != ExecutionStatus::Pending {
             return followups;
         }
-        state.exec.parent_execution_id = head;
-        state.set_status(ExecutionStatus::Running);
-        let mut payload = state.status_payload(ExecutionStatus::Running);
-        if let Some(name) = &session {
-            payload.insert("session".into(), json!(name));
-        }
-        if let Some(parent) = head {
-            payload.insert("parent_execution_id".into(), json!(parent));
-        }
-        state.append("execution.started", Value::Object(payload));
+        state.record(EventBody::ExecutionStarted(Started {
+            execution_id: id,
+            status: ExecutionStatus::Running,
+            session,
+            parent_execution_id: head,
+        }));
         super::resources::inherit(&mut state, inherited);
-        let dispatch = state.enqueue_dispatch(now());
+        let dispatch = state.enqueue_dispatch(self.clock().now());
         followups.deliver.push((id, dispatch));
         drop(state);
         cell.publish();
@@ -305,6 +309,29 @@ impl Kernel {
                 cell.agent_id == agent_id && cell.lock().exec.status == ExecutionStatus::Completed
             })
             .map(|cell| cell.id)
+    }
+}
+
+/// The projection of a new, pending execution.
+fn new_execution(plan: &Plan, id: Uuid, created: Timestamp) -> Execution {
+    let request = &plan.request;
+    Execution {
+        id,
+        agent_id: request.agent_id.clone(),
+        session: plan.session.clone(),
+        parent_execution_id: plan.parent,
+        forked_from: None,
+        fork_seq: None,
+        idempotency_key: plan.key.clone(),
+        spawned_by: request.spawned_by.clone(),
+        on_behalf_of: non_empty(request.on_behalf_of.clone()),
+        input: request.input.clone().unwrap_or(Value::Null),
+        status: ExecutionStatus::Pending,
+        output: None,
+        failure_reason: String::new(),
+        created_at: created,
+        updated_at: created,
+        restoration: None,
     }
 }
 

@@ -5,8 +5,9 @@ use serde::Deserialize;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::{Kernel, Lease, Principal, now};
+use super::{Kernel, Lease, Principal};
 use crate::error::KernelError;
+use crate::event::{Completed, EventBody, Recorded, StatusChanged};
 use crate::model::{Event, Execution, ExecutionStatus};
 
 /// Default and largest page of `GET /v0/executions`.
@@ -128,14 +129,18 @@ impl Kernel {
         let start = usize::try_from(after_seq)
             .unwrap_or(usize::MAX)
             .min(state.events.len());
-        Ok(state.events[start..].iter().take(limit).cloned().collect())
+        Ok(state.events[start..]
+            .iter()
+            .take(limit)
+            .map(Recorded::to_wire)
+            .collect())
     }
 
     /// The whole log of an execution (empty if unknown).
     pub(crate) fn all_events(&self, id: Uuid) -> Vec<Event> {
         self.store()
             .execution(id)
-            .map(|cell| cell.lock().events.clone())
+            .map(|cell| cell.lock().events.iter().map(Recorded::to_wire).collect())
             .unwrap_or_default()
     }
 
@@ -161,7 +166,7 @@ impl Kernel {
         lease: Lease,
     ) -> Result<(), KernelError> {
         let cell = self.cell(id, principal)?;
-        cell.lock().renew_lease(lease, now())
+        cell.lock().renew_lease(lease)
     }
 
     /// The agent completes its execution.
@@ -178,21 +183,14 @@ impl Kernel {
             if state.exec.status.is_terminal() {
                 return Err(KernelError::ExecutionTerminal);
             }
-            state.renew_lease(lease, now())?;
-            if let Some(value) = request.state.filter(|v| !v.is_null()) {
-                state.state = Some(value);
-            }
-            let mut payload = state.status_payload(ExecutionStatus::Completed);
-            if let Some(output) = &request.output {
-                payload.insert("output".into(), output.clone());
-            }
-            state.exec.output = request.output;
-            self.finish(
-                &mut state,
-                ExecutionStatus::Completed,
-                "execution.completed",
-                payload,
-            )
+            state.renew_lease(lease)?;
+            let completed = Completed {
+                execution_id: id,
+                status: ExecutionStatus::Completed,
+                output: request.output,
+                state: request.state.filter(|v| !v.is_null()),
+            };
+            self.finish(&mut state, EventBody::ExecutionCompleted(completed))
         };
         cell.publish();
         self.run(followups);
@@ -213,7 +211,7 @@ impl Kernel {
             if state.exec.status.is_terminal() {
                 return Err(KernelError::ExecutionTerminal);
             }
-            state.renew_lease(lease, now())?;
+            state.renew_lease(lease)?;
             self.fail_locked(&mut state, &request.error)
         };
         cell.publish();
@@ -253,14 +251,15 @@ impl Kernel {
             if state.exec.status.is_terminal() {
                 return Err(KernelError::ExecutionTerminal);
             }
-            state.renew_lease(lease, now())?;
+            state.renew_lease(lease)?;
             if !super::terminal::awaiting_steps(&state) {
                 return Ok(false);
             }
-            state.set_status(ExecutionStatus::Blocked);
-            let mut payload = state.status_payload(ExecutionStatus::Blocked);
-            payload.insert("reason".into(), Value::from("awaiting_steps"));
-            state.append("execution.blocked", Value::Object(payload));
+            state.record(EventBody::ExecutionBlocked(StatusChanged {
+                execution_id: id,
+                status: ExecutionStatus::Blocked,
+                reason: Some("awaiting_steps".to_owned()),
+            }));
             state.retire_dispatches();
             true
         };

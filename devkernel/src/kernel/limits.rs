@@ -4,10 +4,12 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde_json::json;
 use tokio::time::Instant;
 
-use super::{Followups, Kernel, now};
+use super::{Followups, Kernel};
+use crate::backoff::jittered;
+use crate::event::{EventBody, Refused, StepRef};
 use crate::model::{StepDecision, StepStatus};
 use crate::policy::{Action, ApprovalConfig, BudgetScope, RateLimit, RateScope, Verdict};
 use crate::store::{ExecCell, ExecState, lock};
@@ -113,7 +115,7 @@ impl Kernel {
     pub(super) fn apply_rate_limit(
         &self,
         state: &mut ExecState,
-        payload: Map<String, Value>,
+        step: StepRef,
         verdict: &Verdict,
     ) -> Option<(StepDecision, Followups)> {
         let limit = verdict.rate_limit.as_ref()?;
@@ -121,23 +123,18 @@ impl Kernel {
             return None;
         }
         let rule = &verdict.rule_id;
-        let key = match (limit.scope, &state.exec.session) {
-            (RateScope::Agent, _) => format!("{rule}:agent:{}", state.exec.agent_id),
-            (RateScope::Global, _) => format!("{rule}:global"),
-            (RateScope::Session, Some(session)) => format!("{rule}:session:{session}"),
-            (RateScope::Execution | RateScope::Session, _) => {
-                format!("{rule}:exec:{}", state.exec.id)
-            }
-        };
-        let current = now();
-        let wait = self.inner.limiter.take(&key, limit, current).err()?;
-        let mut payload = payload;
-        payload.insert("rule_id".into(), json!(rule));
-        payload.insert(
-            "error".into(),
-            json!({"reason": RATE_LIMITED, "rule_id": rule}),
-        );
-        state.append("step.rate_limited", Value::Object(payload));
+        let current = state.clock().now();
+        let wait = self
+            .inner
+            .limiter
+            .take(&bucket_key(state, rule, limit), limit, current)
+            .err()?;
+        state.record(EventBody::StepRateLimited(Refused {
+            step,
+            rule_id: Some(rule.clone()),
+            error: Some(json!({"reason": RATE_LIMITED, "rule_id": rule})),
+            policy_hash: None,
+        }));
         let mut decision = StepDecision::bare("rate_limited");
         decision.reason = Some(RATE_LIMITED.into());
         let mut followups = Followups::default();
@@ -145,11 +142,22 @@ impl Kernel {
             // Park: retire the dispatch and re-deliver after the (jittered) wait.
             state.parked = true;
             state.retire_dispatches();
-            let due = current + crate::dispatcher::jittered(wait);
-            let dispatch = state.enqueue_dispatch(due);
+            let dispatch = state.enqueue_dispatch(current + jittered(wait));
             followups.deliver.push((state.exec.id, dispatch));
             decision.decision = "blocked".into();
         }
         Some((decision, followups))
+    }
+}
+
+/// The bucket a rule's limit draws from: `rule:scope:id`.
+fn bucket_key(state: &ExecState, rule: &str, limit: &RateLimit) -> String {
+    match (limit.scope, &state.exec.session) {
+        (RateScope::Agent, _) => format!("{rule}:agent:{}", state.exec.agent_id),
+        (RateScope::Global, _) => format!("{rule}:global"),
+        (RateScope::Session, Some(session)) => format!("{rule}:session:{session}"),
+        (RateScope::Execution | RateScope::Session, _) => {
+            format!("{rule}:exec:{}", state.exec.id)
+        }
     }
 }

@@ -9,26 +9,29 @@ pub(crate) mod agents;
 mod api_keys;
 pub(crate) mod approvals;
 mod create;
+mod delivery;
 mod execution;
 mod fork;
 mod limits;
 mod metrics;
 mod policy_test;
+mod recovery;
 pub(crate) mod resources;
 mod sessions;
 mod step;
 mod stream;
 mod terminal;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+use crate::clock::Clock;
 use crate::error::KernelError;
-use crate::store::{ExecCell, Store};
+use crate::store::{ExecCell, Journal, Recorder, Store};
 
 pub(crate) use agents::AgentRequest;
 pub(crate) use api_keys::{CreateKeyRequest, KeyGrant, Scope};
@@ -61,6 +64,10 @@ pub(crate) struct Config {
     pub(crate) approval_timeout: Duration,
     /// How often the reaper looks for expired leases and approvals.
     pub(crate) sweep_interval: Duration,
+    /// Where every time the kernel reads comes from.
+    pub(crate) clock: Clock,
+    /// Where the event log persists (`None`: memory only).
+    pub(crate) data_dir: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -74,6 +81,8 @@ impl Default for Config {
             webhook_timeout: Duration::from_secs(30),
             approval_timeout: Duration::from_secs(15 * 60),
             sweep_interval: Duration::from_millis(500),
+            clock: Clock::System,
+            data_dir: None,
         }
     }
 }
@@ -129,14 +138,29 @@ struct Inner {
     limiter: limits::Limiter,
     keys: api_keys::Keys,
     metrics: metrics::Metrics,
+    recorder: Recorder,
     config: Config,
     http: reqwest::Client,
     shutdown: CancellationToken,
 }
 
 impl Kernel {
-    /// A kernel with `config`.
+    /// A kernel with `config`; with a data directory, every execution of its event log is
+    /// rebuilt (call [`Kernel::resume`] once the agents are registered).
     pub(crate) fn new(config: Config) -> Result<Self, KernelError> {
+        let (journal, recovered) = match &config.data_dir {
+            Some(dir) => {
+                let (journal, events) = Journal::open(dir).map_err(|e| {
+                    KernelError::Internal(format!("event log in {}: {e}", dir.display()))
+                })?;
+                (Some(Arc::new(journal)), events)
+            }
+            None => (None, Vec::new()),
+        };
+        let recorder = Recorder {
+            clock: config.clock.clone(),
+            journal,
+        };
         let http = reqwest::Client::builder()
             .timeout(config.webhook_timeout)
             // Agent servers close idle keep-alive connections after 5 s (uvicorn's default and
@@ -146,18 +170,21 @@ impl Kernel {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| KernelError::Internal(format!("http client: {e}")))?;
-        Ok(Self {
+        let kernel = Self {
             inner: Arc::new(Inner {
                 store: Store::default(),
                 sessions: sessions::Sessions::default(),
                 limiter: limits::Limiter::default(),
                 keys: api_keys::Keys::default(),
                 metrics: metrics::Metrics::default(),
+                recorder,
                 config,
                 http,
                 shutdown: CancellationToken::new(),
             }),
-        })
+        };
+        kernel.restore(recovered);
+        Ok(kernel)
     }
 
     pub(crate) fn store(&self) -> &Store {
@@ -166,6 +193,16 @@ impl Kernel {
 
     pub(crate) fn config(&self) -> &Config {
         &self.inner.config
+    }
+
+    /// The kernel's clock.
+    pub(crate) fn clock(&self) -> &Clock {
+        &self.inner.recorder.clock
+    }
+
+    /// How executions record events (clock, journal).
+    pub(crate) fn recorder(&self) -> &Recorder {
+        &self.inner.recorder
     }
 
     pub(crate) fn http(&self) -> &reqwest::Client {
@@ -206,14 +243,6 @@ impl Kernel {
         Ok(cell)
     }
 
-    /// The lease period for `agent_id`.
-    pub(crate) fn lease_period(&self, agent_id: &str) -> Duration {
-        self.store()
-            .agent(agent_id)
-            .and_then(|a| a.agent.lease_timeout_seconds)
-            .map_or(self.config().default_lease, Duration::from_secs)
-    }
-
     /// Runs the followups of a mutation: deliveries, then terminal hooks.
     pub(crate) fn run(&self, followups: Followups) {
         let mut pending = followups;
@@ -232,9 +261,4 @@ impl Kernel {
             }
         }
     }
-}
-
-/// The current instant on the Tokio clock.
-pub(crate) fn now() -> Instant {
-    Instant::now()
 }

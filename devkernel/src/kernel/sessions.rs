@@ -5,6 +5,7 @@ use std::sync::Mutex;
 
 use uuid::Uuid;
 
+use crate::model::ExecutionStatus;
 use crate::store::lock;
 
 /// One session's queue.
@@ -56,6 +57,32 @@ impl Sessions {
         }
         session.holder = session.queue.pop_front();
         session.holder
+    }
+
+    /// Re-adds a recovered execution (oldest first): a running or blocked one holds the
+    /// session, a pending one queues, an ended one is only a member. Returns whether `id`
+    /// now holds the session.
+    pub(super) fn restore(&self, name: &str, id: Uuid, status: ExecutionStatus) -> bool {
+        let mut sessions = lock(&self.sessions);
+        let session = sessions.entry(name.to_owned()).or_default();
+        session.members.push(id);
+        match status {
+            ExecutionStatus::Running | ExecutionStatus::Blocked => session.holder = Some(id),
+            ExecutionStatus::Pending => session.queue.push_back(id),
+            _ => {}
+        }
+        session.holder == Some(id)
+    }
+
+    /// Hands a session without a holder to its oldest queued execution; returns it.
+    pub(super) fn admit_next(&self, name: &str) -> Option<Uuid> {
+        let mut sessions = lock(&self.sessions);
+        let session = sessions.get_mut(name)?;
+        if session.holder.is_none() {
+            session.holder = session.queue.pop_front();
+            return session.holder;
+        }
+        None
     }
 
     /// The executions of a session, oldest first.

@@ -1,21 +1,23 @@
 //! Steps: the submit decision algorithm and step outcomes (PROTOCOL.md §1.5).
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::resources::captures::{self, Capture, CaptureFailure, Captures};
 use super::resources::generations;
 use super::terminal::settle_step;
-use super::{Followups, Kernel, Lease, Principal, now};
+use super::{Followups, Kernel, Lease, Principal};
 use crate::error::KernelError;
+use crate::event::{Decided, EventBody, Executing, Proposed, Refused, StepRef, Succeeded, Usage};
 use crate::identity;
-use crate::model::{
-    ExecutionStatus, StepDecision, StepRecord, StepResource, StepStatus, Timestamp,
-};
-use crate::policy::{Action, StepFacts, Verdict};
-use crate::store::ExecState;
+use crate::model::{ExecutionStatus, StepDecision, StepRecord, StepResource, StepStatus};
+use crate::policy::{Action, Policy, StepFacts, Verdict};
+use crate::store::{ExecCell, ExecState};
 use crate::usage;
 
 const AT_MOST_ONCE: &str = "at_most_once";
@@ -114,58 +116,48 @@ impl Proposal {
     }
 }
 
-/// The common `step.*` payload.
-fn step_payload(step: &StepRecord) -> Map<String, Value> {
-    let mut payload = Map::new();
-    payload.insert("step_id".into(), json!(step.step_id));
-    payload.insert("step_type".into(), json!(step.kind));
-    payload.insert("target".into(), json!(step.target));
-    payload
-}
-
-fn insert_verdict(payload: &mut Map<String, Value>, verdict: &Verdict) {
-    payload.insert("rule_id".into(), json!(verdict.rule_id));
-    if let Some(reason) = &verdict.reason {
-        payload.insert("reason".into(), json!(reason));
-    }
-    if let Some(hash) = &verdict.policy_hash {
-        payload.insert("policy_hash".into(), json!(hash));
-    }
-}
-
 /// Starts a step live: status `executing`, generations of the affected resources bumped,
 /// `step.executing` (with `resources` and `generations` when any), their checkpoints
 /// invalidated at that seq. Returns the decision's `resources`.
 fn start_step(state: &mut ExecState, step_id: &str) -> Vec<StepResource> {
-    let Some((keys, counts)) = state.steps.get(step_id).map(|step| {
-        (
-            generations::affected(state, step),
-            step.kind != generations::LLM_CALL,
-        )
-    }) else {
+    let Some(step) = state.steps.get(step_id) else {
         return Vec::new();
     };
-    let (touched, bumped) = generations::bump(state, &keys, counts);
-    let Some(step) = state.steps.get_mut(step_id) else {
-        return Vec::new();
-    };
-    step.status = StepStatus::Executing;
-    step.started_at = Some(Timestamp::now());
-    if !keys.is_empty() {
-        step.resources.clone_from(&keys);
-    }
-    let mut payload = step_payload(step);
-    if !keys.is_empty() {
-        payload.insert("resources".into(), json!(keys));
-        payload.insert("generations".into(), json!(bumped));
-    }
-    let seq = state.append("step.executing", Value::Object(payload));
-    generations::invalidate(state, &keys, seq);
-    touched
+    let keys = generations::affected(state, step);
+    let counts = step.kind != generations::LLM_CALL;
+    let bumped: BTreeMap<String, u64> = keys
+        .iter()
+        .filter_map(|k| {
+            state
+                .resources
+                .get(k)
+                .map(|r| (k.clone(), r.generation + 1))
+        })
+        .collect();
+    let touched = !keys.is_empty();
+    state.record(EventBody::StepExecuting(Executing {
+        step: StepRef::of(step),
+        resources: touched.then(|| keys.clone()),
+        generations: touched.then_some(bumped),
+    }));
+    keys.iter()
+        .filter_map(|key| state.resources.get(key))
+        .map(|resource| StepResource {
+            key: resource.key.clone(),
+            generation: resource.generation,
+            due: counts && resource.due(),
+        })
+        .collect()
 }
 
 const INDETERMINATE_MESSAGE: &str =
     "outcome unknown: this may already have taken effect. Check the state before continuing.";
+
+/// What a submission is checked against, read before the execution's lock.
+struct Context {
+    policy: Option<Arc<Policy>>,
+    session_usage: u64,
+}
 
 impl Kernel {
     /// Submits a step and decides it.
@@ -178,82 +170,14 @@ impl Kernel {
     ) -> Result<StepDecision, KernelError> {
         let cell = self.cell(id, principal)?;
         let proposal = Proposal::new(request)?;
-        let policy = cell
-            .lock()
-            .policy
-            .clone()
-            .or_else(|| self.store().agent(&cell.agent_id).and_then(|a| a.policy));
-        let session_usage = if policy.as_ref().is_some_and(|p| p.has_session_budget()) {
-            self.session_usage(&cell)
-        } else {
-            0
-        };
+        let context = self.submit_context(&cell);
         let (decision, followups) = {
             let mut state = cell.lock();
             if state.exec.status.is_terminal() {
                 return Ok(StepDecision::bare("execution_terminal"));
             }
-            state.renew_lease(lease, now())?;
-            let key = (
-                lease.dispatch_id,
-                lease.attempt,
-                proposal.kind.clone(),
-                proposal.target.clone(),
-                proposal.args_hash.clone(),
-            );
-            let occurrence = state.counters.get(&key).copied().unwrap_or(0);
-            let step_id = identity::step_id(
-                &id.to_string(),
-                &proposal.kind,
-                &proposal.target,
-                &proposal.args_hash,
-                occurrence,
-            );
-            let (decision, followups, recorded) = if state.steps.contains_key(&step_id) {
-                (
-                    existing_step(&mut state, &step_id),
-                    Followups::default(),
-                    true,
-                )
-            } else {
-                if state.exec.status == ExecutionStatus::Blocked {
-                    return Ok(StepDecision::bare("execution_blocked"));
-                }
-                let declared = generations::declared(&proposal.kind, &proposal.resources);
-                if let Some(key) = declared.iter().find(|k| !state.resources.contains_key(*k)) {
-                    return Err(KernelError::validation(format!("unknown resource {key:?}")));
-                }
-                let verdict = if indeterminate_retry(&state, &proposal) {
-                    Verdict::deny(
-                        "__indeterminate_retry",
-                        "prior attempt outcome unknown; retry refused",
-                    )
-                } else {
-                    let facts = StepFacts {
-                        agent_id: &cell.agent_id,
-                        kind: &proposal.kind,
-                        target: &proposal.target,
-                        args: proposal.args.as_ref().unwrap_or(&Value::Null),
-                    };
-                    policy
-                        .as_ref()
-                        .map_or_else(Verdict::permissive, |p| p.evaluate(&facts))
-                };
-                let step = proposal.step(id, step_id, occurrence);
-                match self.apply_rate_limit(&mut state, step_payload(&step), &verdict) {
-                    Some((decision, followups)) => (decision, followups, false),
-                    None => {
-                        let verdict = self.apply_budget(&state, verdict, session_usage);
-                        let (decision, followups) =
-                            self.record_new_step(&mut state, step, &verdict);
-                        (decision, followups, true)
-                    }
-                }
-            };
-            if recorded {
-                *state.counters.entry(key).or_insert(0) += 1;
-            }
-            (decision, followups)
+            state.renew_lease(lease)?;
+            self.decide_submission(&mut state, &cell.agent_id, lease, &proposal, &context)?
         };
         self.metrics().decision(&decision.decision);
         tracing::debug!(
@@ -267,6 +191,96 @@ impl Kernel {
         Ok(decision)
     }
 
+    /// The policy in force and, when a budget needs it, the session's token usage.
+    fn submit_context(&self, cell: &ExecCell) -> Context {
+        let policy = cell
+            .lock()
+            .policy
+            .clone()
+            .or_else(|| self.store().agent(&cell.agent_id).and_then(|a| a.policy));
+        let session_usage = if policy.as_ref().is_some_and(|p| p.has_session_budget()) {
+            self.session_usage(cell)
+        } else {
+            0
+        };
+        Context {
+            policy,
+            session_usage,
+        }
+    }
+
+    /// The occurrence of this submission, then replay of an existing step or a decision on
+    /// a new one; the occurrence advances when a step is recorded.
+    fn decide_submission(
+        &self,
+        state: &mut ExecState,
+        agent_id: &str,
+        lease: Lease,
+        proposal: &Proposal,
+        context: &Context,
+    ) -> Result<(StepDecision, Followups), KernelError> {
+        let key = (
+            lease.dispatch_id,
+            lease.attempt,
+            proposal.kind.clone(),
+            proposal.target.clone(),
+            proposal.args_hash.clone(),
+        );
+        let occurrence = state.counters.get(&key).copied().unwrap_or(0);
+        let step_id = identity::step_id(
+            &state.exec.id.to_string(),
+            &proposal.kind,
+            &proposal.target,
+            &proposal.args_hash,
+            occurrence,
+        );
+        let (decision, followups, recorded) = if state.steps.contains_key(&step_id) {
+            (existing_step(state, &step_id), Followups::default(), true)
+        } else {
+            let step = proposal.step(state.exec.id, step_id, occurrence);
+            self.decide_new(state, agent_id, proposal, step, context)?
+        };
+        if recorded {
+            *state.counters.entry(key).or_insert(0) += 1;
+        }
+        Ok((decision, followups))
+    }
+
+    /// A new step: refused while blocked or for an unknown resource; otherwise the policy
+    /// verdict, then the rate limit and the budget. The flag says whether a step was recorded.
+    fn decide_new(
+        &self,
+        state: &mut ExecState,
+        agent_id: &str,
+        proposal: &Proposal,
+        step: StepRecord,
+        context: &Context,
+    ) -> Result<(StepDecision, Followups, bool), KernelError> {
+        if state.exec.status == ExecutionStatus::Blocked {
+            return Ok((
+                StepDecision::bare("execution_blocked"),
+                Followups::default(),
+                false,
+            ));
+        }
+        if let Some(key) = step
+            .resources
+            .iter()
+            .find(|k| !state.resources.contains_key(*k))
+        {
+            return Err(KernelError::validation(format!("unknown resource {key:?}")));
+        }
+        let verdict = verdict(state, agent_id, proposal, context.policy.as_deref());
+        if let Some((decision, followups)) =
+            self.apply_rate_limit(state, StepRef::of(&step), &verdict)
+        {
+            return Ok((decision, followups, false));
+        }
+        let verdict = self.apply_budget(state, verdict, context.session_usage);
+        let (decision, followups) = self.record_new_step(state, step, &verdict);
+        Ok((decision, followups, true))
+    }
+
     /// Records a new step under a policy verdict.
     fn record_new_step(
         &self,
@@ -275,54 +289,34 @@ impl Kernel {
         verdict: &Verdict,
     ) -> (StepDecision, Followups) {
         let step_id = step.step_id.clone();
-        let mut payload = step_payload(&step);
-        state.steps.insert(step_id.clone(), step);
-        state.append("step.proposed", Value::Object(payload.clone()));
-        match &verdict.action {
+        let step_ref = StepRef::of(&step);
+        state.record(EventBody::StepProposed(Proposed {
+            step: step_ref.clone(),
+            record: Some(Box::new(step)),
+        }));
+        let decided = Decided {
+            step: step_ref.clone(),
+            rule_id: Some(verdict.rule_id.clone()),
+            reason: verdict.reason.clone(),
+            policy_hash: verdict.policy_hash.clone(),
+        };
+        let decision = match &verdict.action {
             Action::Allow => {
-                if let Some(step) = state.steps.get_mut(&step_id) {
-                    step.status = StepStatus::Allowed;
-                }
-                insert_verdict(&mut payload, verdict);
-                state.append("step.allowed", Value::Object(payload));
+                state.record(EventBody::StepAllowed(decided));
                 let mut decision = StepDecision::for_step("proceed", &step_id);
                 decision.resources = start_step(state, &step_id);
-                (decision, Followups::default())
+                decision
             }
-            Action::Deny => {
-                let reason = verdict
-                    .reason
-                    .clone()
-                    .unwrap_or_else(|| "policy_denied".into());
-                let error = json!({"reason": reason, "rule_id": verdict.rule_id});
-                if let Some(step) = state.steps.get_mut(&step_id) {
-                    step.status = StepStatus::Denied;
-                    step.error = Some(error.clone());
-                    step.completed_at = Some(Timestamp::now());
-                }
-                payload.insert("rule_id".into(), json!(verdict.rule_id));
-                payload.insert("error".into(), error);
-                if let Some(hash) = &verdict.policy_hash {
-                    payload.insert("policy_hash".into(), json!(hash));
-                }
-                state.append("step.denied", Value::Object(payload));
-                let mut decision = StepDecision::for_step("denied", &step_id);
-                decision.reason = Some(reason);
-                decision.rule_id = Some(verdict.rule_id.clone());
-                (decision, Followups::default())
-            }
+            Action::Deny => deny(state, step_ref, verdict),
             Action::RequireApproval(config) => {
-                if let Some(step) = state.steps.get_mut(&step_id) {
-                    step.status = StepStatus::AwaitingApproval;
-                }
-                insert_verdict(&mut payload, verdict);
-                state.append("step.awaiting_approval", Value::Object(payload));
+                state.record(EventBody::StepAwaitingApproval(decided));
                 let approval = self.request_approval(state, &step_id, config);
                 let mut decision = StepDecision::for_step("blocked", &step_id);
                 decision.approval_id = Some(approval);
-                (decision, Followups::default())
+                decision
             }
-        }
+        };
+        (decision, Followups::default())
     }
 
     /// Records a step outcome (`complete` when `failed` is false, else `fail`).
@@ -352,23 +346,12 @@ impl Kernel {
             if step.status != StepStatus::Executing {
                 return Err(KernelError::conflict("step is not executing"));
             }
+            let outcome = outcome(step, &request, failed);
+            state.record(outcome);
             let records = Captures {
                 captures: request.captures,
                 capture_failures: request.capture_failures,
             };
-            if failed {
-                let error = request.error.unwrap_or(Value::Null);
-                let error = if error.is_null() { json!({}) } else { error };
-                settle_step(
-                    &mut state,
-                    step_id,
-                    StepStatus::Failed,
-                    "step.failed",
-                    error,
-                );
-            } else {
-                self.succeed_step(&mut state, step_id, request.result);
-            }
             let outcome_seq = state.latest_seq();
             captures::commit(&mut state, records, outcome_seq);
             let followups = self.resume_if_idle(&mut state);
@@ -377,29 +360,6 @@ impl Kernel {
         cell.publish();
         self.run(followups);
         Ok(decision)
-    }
-
-    /// `step.succeeded` with the result (and LLM token usage).
-    fn succeed_step(&self, state: &mut ExecState, step_id: &str, result: Option<Value>) {
-        let Some(step) = state.steps.get_mut(step_id) else {
-            return;
-        };
-        step.status = StepStatus::Succeeded;
-        step.completed_at = Some(Timestamp::now());
-        let mut payload = step_payload(step);
-        if step.kind == "llm_call"
-            && let Some((input, output)) = result.as_ref().and_then(usage::parse)
-        {
-            step.usage_input = Some(input);
-            step.usage_output = Some(output);
-            payload.insert(
-                "usage".into(),
-                json!({"input_tokens": input, "output_tokens": output}),
-            );
-        }
-        step.result = result;
-        state.append("step.succeeded", Value::Object(payload));
-        generations::count_settled(state, step_id);
     }
 
     /// Steps of an execution ordered by id; `terminal_only` keeps settled ones.
@@ -436,6 +396,70 @@ impl Kernel {
     }
 }
 
+/// The policy's verdict on a new step (a refused retry of an indeterminate one first).
+fn verdict(
+    state: &ExecState,
+    agent_id: &str,
+    proposal: &Proposal,
+    policy: Option<&Policy>,
+) -> Verdict {
+    if indeterminate_retry(state, proposal) {
+        return Verdict::deny(
+            "__indeterminate_retry",
+            "prior attempt outcome unknown; retry refused",
+        );
+    }
+    let facts = StepFacts {
+        agent_id,
+        kind: &proposal.kind,
+        target: &proposal.target,
+        args: proposal.args.as_ref().unwrap_or(&Value::Null),
+    };
+    policy.map_or_else(Verdict::permissive, |p| p.evaluate(&facts))
+}
+
+/// A policy denial: `step.denied` with the rule and reason.
+fn deny(state: &mut ExecState, step: StepRef, verdict: &Verdict) -> StepDecision {
+    let reason = verdict
+        .reason
+        .clone()
+        .unwrap_or_else(|| "policy_denied".into());
+    let step_id = step.step_id.clone();
+    state.record(EventBody::StepDenied(Refused {
+        step,
+        rule_id: Some(verdict.rule_id.clone()),
+        error: Some(json!({"reason": reason, "rule_id": verdict.rule_id})),
+        policy_hash: verdict.policy_hash.clone(),
+    }));
+    let mut decision = StepDecision::for_step("denied", &step_id);
+    decision.reason = Some(reason);
+    decision.rule_id = Some(verdict.rule_id.clone());
+    decision
+}
+
+/// The event settling an executing step: `step.failed` with the error, or `step.succeeded`
+/// with the result (and an LLM call's token usage).
+fn outcome(step: &StepRecord, request: &OutcomeRequest, failed: bool) -> EventBody {
+    if failed {
+        let error = request.error.clone().unwrap_or(Value::Null);
+        let error = if error.is_null() { json!({}) } else { error };
+        return EventBody::StepFailed(Refused::with_error(StepRef::of(step), error));
+    }
+    let usage = if step.kind == generations::LLM_CALL {
+        request.result.as_ref().and_then(usage::parse)
+    } else {
+        None
+    };
+    EventBody::StepSucceeded(Succeeded {
+        step: StepRef::of(step),
+        usage: usage.map(|(input_tokens, output_tokens)| Usage {
+            input_tokens,
+            output_tokens,
+        }),
+        result: request.result.clone(),
+    })
+}
+
 /// `replay` with the recorded result or error.
 fn replay(step: &StepRecord) -> StepDecision {
     let mut decision = StepDecision::for_step("replay", &step.step_id);
@@ -470,13 +494,7 @@ fn existing_step(state: &mut ExecState, step_id: &str) -> StepDecision {
         }
         StepStatus::Executing if step.idempotency == AT_MOST_ONCE => {
             let error = json!({"reason": "indeterminate", "message": INDETERMINATE_MESSAGE});
-            settle_step(
-                state,
-                step_id,
-                StepStatus::Failed,
-                "step.failed",
-                error.clone(),
-            );
+            settle_step(state, step_id, EventBody::StepFailed, &error);
             let mut decision = StepDecision::for_step("replay", step_id);
             decision.error = Some(error);
             decision

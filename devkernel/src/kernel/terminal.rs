@@ -1,26 +1,22 @@
 //! Terminal transitions and what follows them (PROTOCOL.md §1.2, §1.6, §1.7, §1.10).
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::{Followups, Kernel, now};
-use crate::model::{ApprovalStatus, ExecutionStatus, StepStatus, Timestamp};
+use super::approvals::closing;
+use super::{Followups, Kernel};
+use crate::event::{DeliveryOutcome, Ended, EventBody, Refused, StatusChanged, StepRef, Succeeded};
+use crate::model::{ApprovalStatus, Execution, ExecutionStatus, StepStatus};
 use crate::store::ExecState;
 
 impl Kernel {
-    /// Moves a locked execution to a terminal `status`: event, projection, retired dispatches.
-    pub(crate) fn finish(
-        &self,
-        state: &mut ExecState,
-        status: ExecutionStatus,
-        event: &str,
-        payload: Map<String, Value>,
-    ) -> Followups {
-        state.set_status(status);
-        state.append(event, Value::Object(payload));
+    /// Moves a locked execution to a terminal state: the event, retired dispatches.
+    pub(crate) fn finish(&self, state: &mut ExecState, event: EventBody) -> Followups {
+        state.record(event);
         state.retire_dispatches();
         self.store().unmark_live(state.exec.id);
-        tracing::info!(execution = %state.exec.id, status = status.as_str(), "execution finished");
+        let status = state.exec.status.as_str();
+        tracing::info!(execution = %state.exec.id, status, "execution finished");
         Followups {
             deliver: Vec::new(),
             terminal: vec![state.exec.id],
@@ -29,63 +25,57 @@ impl Kernel {
 
     /// Fails a locked execution with `reason`.
     pub(crate) fn fail_locked(&self, state: &mut ExecState, reason: &str) -> Followups {
-        state.exec.failure_reason = reason.to_owned();
-        let mut payload = state.status_payload(ExecutionStatus::Failed);
-        payload.insert("reason".into(), json!(reason));
-        self.finish(state, ExecutionStatus::Failed, "execution.failed", payload)
+        self.fail_after(state, reason, None)
+    }
+
+    /// Fails a locked execution with `reason` and what its last delivery met.
+    pub(crate) fn fail_after(
+        &self,
+        state: &mut ExecState,
+        reason: &str,
+        last_delivery: Option<DeliveryOutcome>,
+    ) -> Followups {
+        let ended = ended(state, ExecutionStatus::Failed, reason, last_delivery);
+        self.finish(state, EventBody::ExecutionFailed(ended))
     }
 
     /// Cancels a locked execution: pending approvals expire, executing steps are cancelled.
     pub(crate) fn cancel_locked(&self, state: &mut ExecState, reason: &str) -> Followups {
         let error = json!({"reason": "execution_cancelled"});
-        let pending: Vec<Uuid> = state
+        let mut events = Vec::new();
+        for approval in state
             .approvals
             .values()
             .filter(|a| a.status == ApprovalStatus::Pending)
-            .map(|a| a.id)
-            .collect();
-        for approval in pending {
-            self.close_approval(
-                state,
+        {
+            events.push(closing(
                 approval,
                 ApprovalStatus::Expired,
                 None,
                 "execution_cancelled",
-            );
-            if let Some(step_id) = state.approvals.get(&approval).map(|a| a.step_id.clone()) {
-                settle_step(
-                    state,
-                    &step_id,
-                    StepStatus::Denied,
-                    "step.denied",
-                    error.clone(),
-                );
-            }
+            ));
+            events.extend(settling(
+                state,
+                &approval.step_id,
+                EventBody::StepDenied,
+                &error,
+            ));
         }
-        let executing: Vec<String> = state
+        for step in state
             .steps
             .values()
             .filter(|s| s.status == StepStatus::Executing)
-            .map(|s| s.step_id.clone())
-            .collect();
-        for step_id in executing {
-            settle_step(
+        {
+            events.extend(settling(
                 state,
-                &step_id,
-                StepStatus::Cancelled,
-                "step.cancelled",
-                error.clone(),
-            );
+                &step.step_id,
+                EventBody::StepCancelled,
+                &error,
+            ));
         }
-        state.exec.failure_reason = reason.to_owned();
-        let mut payload = state.status_payload(ExecutionStatus::Cancelled);
-        payload.insert("reason".into(), json!(reason));
-        self.finish(
-            state,
-            ExecutionStatus::Cancelled,
-            "execution.cancelled",
-            payload,
-        )
+        state.record_all(events);
+        let ended = ended(state, ExecutionStatus::Cancelled, reason, None);
+        self.finish(state, EventBody::ExecutionCancelled(ended))
     }
 
     /// After-terminal hooks: admit the session's next execution, settle the parent step of a
@@ -119,12 +109,7 @@ impl Kernel {
     }
 
     /// Settles the parent's step with a child's outcome and resumes the parent if idle.
-    fn settle_parent(
-        &self,
-        parent: Uuid,
-        step_id: &str,
-        child: &crate::model::Execution,
-    ) -> Followups {
+    fn settle_parent(&self, parent: Uuid, step_id: &str, child: &Execution) -> Followups {
         let Some(cell) = self.store().execution(parent) else {
             return Followups::default();
         };
@@ -135,32 +120,8 @@ impl Kernel {
                 .get(step_id)
                 .is_some_and(|s| s.status == StepStatus::Executing);
             if executing && !state.exec.status.is_terminal() {
-                if child.status == ExecutionStatus::Completed {
-                    let result = child.output.clone().unwrap_or(Value::Null);
-                    if let Some(step) = state.steps.get_mut(step_id) {
-                        step.result = Some(result);
-                    }
-                    settle_step(
-                        &mut state,
-                        step_id,
-                        StepStatus::Succeeded,
-                        "step.succeeded",
-                        Value::Null,
-                    );
-                } else {
-                    let error = json!({
-                        "reason": format!("subagent_{}", child.status.as_str()),
-                        "execution_id": child.id,
-                        "failure_reason": child.failure_reason,
-                    });
-                    settle_step(
-                        &mut state,
-                        step_id,
-                        StepStatus::Failed,
-                        "step.failed",
-                        error,
-                    );
-                }
+                let event = child_outcome(&state, step_id, child);
+                state.record_all(event);
             }
             self.resume_if_idle(&mut state)
         };
@@ -190,10 +151,12 @@ impl Kernel {
         if state.exec.status != ExecutionStatus::Blocked || awaiting_steps(state) {
             return followups;
         }
-        state.set_status(ExecutionStatus::Running);
-        let payload = state.status_payload(ExecutionStatus::Running);
-        state.append("execution.resumed", Value::Object(payload));
-        let dispatch = state.enqueue_dispatch(now());
+        state.record(EventBody::ExecutionResumed(StatusChanged {
+            execution_id: state.exec.id,
+            status: ExecutionStatus::Running,
+            reason: None,
+        }));
+        let dispatch = state.enqueue_dispatch(state.clock().now());
         followups.deliver.push((state.exec.id, dispatch));
         followups
     }
@@ -207,30 +170,57 @@ pub(crate) fn awaiting_steps(state: &ExecState) -> bool {
     })
 }
 
-/// Moves a step to a terminal status with an event carrying `error` (unless null).
+/// The event settling `step_id` with `error` (left out when `null`), if the step exists.
+pub(crate) fn settling(
+    state: &ExecState,
+    step_id: &str,
+    kind: fn(Refused) -> EventBody,
+    error: &Value,
+) -> Option<EventBody> {
+    let step = state.steps.get(step_id)?;
+    Some(kind(Refused::with_error(StepRef::of(step), error.clone())))
+}
+
+/// Settles `step_id` now (see [`settling`]).
 pub(crate) fn settle_step(
     state: &mut ExecState,
     step_id: &str,
-    status: StepStatus,
-    event: &str,
-    error: Value,
+    kind: fn(Refused) -> EventBody,
+    error: &Value,
 ) {
-    let Some(step) = state.steps.get_mut(step_id) else {
-        return;
-    };
-    let ran = step.status == StepStatus::Executing && status != StepStatus::Denied;
-    step.status = status;
-    step.completed_at = Some(Timestamp::now());
-    let mut payload = Map::new();
-    payload.insert("step_id".into(), json!(step.step_id));
-    payload.insert("step_type".into(), json!(step.kind));
-    payload.insert("target".into(), json!(step.target));
-    if !error.is_null() {
-        step.error = Some(error.clone());
-        payload.insert("error".into(), error);
+    let event = settling(state, step_id, kind, error);
+    state.record_all(event);
+}
+
+/// The terminal payload of a failed or cancelled execution.
+fn ended(
+    state: &ExecState,
+    status: ExecutionStatus,
+    reason: &str,
+    last_delivery: Option<DeliveryOutcome>,
+) -> Ended {
+    Ended {
+        execution_id: state.exec.id,
+        status,
+        reason: reason.to_owned(),
+        last_delivery,
     }
-    state.append(event, Value::Object(payload));
-    if ran {
-        super::resources::generations::count_settled(state, step_id);
+}
+
+/// How a subagent's end settles its parent's step: its output, or why it did not complete.
+fn child_outcome(state: &ExecState, step_id: &str, child: &Execution) -> Option<EventBody> {
+    let step = state.steps.get(step_id)?;
+    if child.status == ExecutionStatus::Completed {
+        return Some(EventBody::StepSucceeded(Succeeded {
+            step: StepRef::of(step),
+            usage: None,
+            result: Some(child.output.clone().unwrap_or(Value::Null)),
+        }));
     }
+    let error = json!({
+        "reason": format!("subagent_{}", child.status.as_str()),
+        "execution_id": child.id,
+        "failure_reason": child.failure_reason,
+    });
+    settling(state, step_id, EventBody::StepFailed, &error)
 }

@@ -10,6 +10,7 @@ mod resource;
 mod step;
 mod time;
 
+pub use crate::event::{EventKind, UnknownEventKind};
 pub use agent::AgentRecord;
 pub use api_key::{ApiKey, IssuedApiKey};
 pub use approval::{Approval, ApprovalStatus};

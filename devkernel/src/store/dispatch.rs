@@ -5,6 +5,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use crate::event::DeliveryOutcome;
+
 /// Delivery status of a dispatch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum DispatchStatus {
@@ -33,6 +35,8 @@ pub(crate) struct Dispatch {
     pub(crate) locked_at: Instant,
     /// Lease period handed out with the current attempt.
     pub(crate) lease: Duration,
+    /// What the newest unsuccessful attempt met.
+    pub(crate) last_outcome: Option<DeliveryOutcome>,
 }
 
 impl Dispatch {
@@ -45,16 +49,7 @@ impl Dispatch {
             next_attempt_at: due,
             locked_at: due,
             lease: Duration::ZERO,
+            last_outcome: None,
         }
-    }
-
-    /// The payload of a `dispatch.*` event.
-    pub(crate) fn payload(&self, execution_id: Uuid, status: &str) -> serde_json::Value {
-        serde_json::json!({
-            "dispatch_id": self.id,
-            "execution_id": execution_id,
-            "status": status,
-            "attempt": self.attempt,
-        })
     }
 }

@@ -1,17 +1,20 @@
 //! One execution's state: the event log and the projections derived from it, behind one lock.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Deref;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::{Dispatch, DispatchStatus, Resource};
+use super::{Dispatch, DispatchStatus, Journal, Resource};
+use crate::clock::Clock;
 use crate::error::KernelError;
+use crate::event::{Created, DispatchChanged, DispatchState, EventBody, Recorded};
 use crate::kernel::Lease;
-use crate::model::{Approval, Event, Execution, ExecutionStatus, StepRecord, Timestamp};
+use crate::model::{Approval, Execution, ExecutionStatus, StepRecord};
 use crate::policy::Policy;
 
 /// Occurrence counter key: (dispatch, attempt, kind, target, args_hash).
@@ -85,85 +88,151 @@ impl ExecCell {
     }
 }
 
-/// Everything about one execution.
+/// Where recorded events go besides memory: the clock that stamps them and, with a data
+/// directory, the on-disk journal.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Recorder {
+    /// Stamps every event.
+    pub(crate) clock: Clock,
+    /// Persists every event, when the kernel has a data directory.
+    pub(crate) journal: Option<Arc<Journal>>,
+}
+
+/// An execution's projections: everything the event log determines. Outside the store
+/// they are read-only (through `Deref` on [`ExecState`]); [`ExecState::record`] is the only
+/// way to change them, by appending an event that [`super::apply`] folds in.
 #[derive(Debug)]
-pub(crate) struct ExecState {
+pub(crate) struct Projection {
     /// The execution projection.
     pub(crate) exec: Execution,
     /// Append-only log, seq = index + 1.
-    pub(crate) events: Vec<Event>,
+    pub(crate) events: Vec<Recorded>,
     /// Steps by id (ordered by id, as the API lists them).
     pub(crate) steps: BTreeMap<String, StepRecord>,
-    /// Dispatches, oldest first.
-    pub(crate) dispatches: Vec<Dispatch>,
-    /// Occurrence counters of the live attempts.
-    pub(crate) counters: HashMap<OccurrenceKey, u32>,
     /// `state` stored at completion.
     pub(crate) state: Option<Value>,
     /// Approvals of this execution.
     pub(crate) approvals: BTreeMap<Uuid, Approval>,
-    /// Subagents spawned by this execution's steps: step id → child execution.
-    pub(crate) children: HashMap<String, Uuid>,
-    /// Whether a rate limit already parked this execution once.
-    pub(crate) parked: bool,
     /// Registered resources by key.
     pub(crate) resources: BTreeMap<String, Resource>,
     /// Execution-specific policy bundle (a fork override or inherited from the source).
     pub(crate) policy: Option<Arc<Policy>>,
 }
 
+/// Everything about one execution: the projections of its log, and the delivery machinery
+/// (dispatch rows, leases, occurrence counters), which is runtime state the log records but
+/// a restart rebuilds by reclaiming.
+#[derive(Debug)]
+pub(crate) struct ExecState {
+    pub(super) view: Projection,
+    recorder: Recorder,
+    /// Dispatches, oldest first.
+    pub(crate) dispatches: Vec<Dispatch>,
+    /// Occurrence counters of the live attempts.
+    pub(crate) counters: HashMap<OccurrenceKey, u32>,
+    /// Subagents spawned by this execution's steps: step id → child execution (an index of
+    /// the children's own `execution.created` events).
+    pub(crate) children: HashMap<String, Uuid>,
+    /// Whether a rate limit already parked this execution once.
+    pub(crate) parked: bool,
+}
+
+impl Deref for ExecState {
+    type Target = Projection;
+
+    fn deref(&self) -> &Projection {
+        &self.view
+    }
+}
+
 impl ExecState {
-    /// A fresh state for `exec` with an empty log.
-    pub(crate) fn new(exec: Execution) -> Self {
+    /// A new execution: its log starts with `execution.created` (and `extra`, e.g. a fork's
+    /// `execution.forked`).
+    pub(crate) fn create(exec: Execution, recorder: Recorder) -> Self {
+        let created = EventBody::ExecutionCreated(Created::of(&exec));
+        let mut state = Self::empty(exec, recorder);
+        state.record(created);
+        state
+    }
+
+    /// Rebuilds an execution by applying a persisted log, oldest first; `None` when the log
+    /// does not start with an `execution.created` carrying the execution.
+    pub(crate) fn rebuild(log: Vec<Recorded>, recorder: Recorder) -> Option<Self> {
+        let first = log.first()?;
+        let EventBody::ExecutionCreated(Created {
+            execution: Some(exec),
+            ..
+        }) = &first.body
+        else {
+            return None;
+        };
+        let mut state = Self::empty((**exec).clone(), recorder);
+        for entry in log {
+            super::apply::apply(&mut state.view, &entry);
+            state.view.events.push(entry);
+        }
+        Some(state)
+    }
+
+    fn empty(exec: Execution, recorder: Recorder) -> Self {
         Self {
-            exec,
-            events: Vec::new(),
-            steps: BTreeMap::new(),
+            view: Projection {
+                exec,
+                events: Vec::new(),
+                steps: BTreeMap::new(),
+                state: None,
+                approvals: BTreeMap::new(),
+                resources: BTreeMap::new(),
+                policy: None,
+            },
+            recorder,
             dispatches: Vec::new(),
             counters: HashMap::new(),
-            state: None,
-            approvals: BTreeMap::new(),
             children: HashMap::new(),
             parked: false,
-            resources: BTreeMap::new(),
-            policy: None,
         }
     }
 
-    /// Appends an event and returns its seq.
-    pub(crate) fn append(&mut self, kind: &str, payload: Value) -> u64 {
-        let seq = self.events.len() as u64 + 1;
-        self.events.push(Event {
-            execution_id: self.exec.id,
-            event_seq: seq,
-            kind: kind.to_owned(),
-            payload,
-            occurred_at: Timestamp::now(),
-        });
+    /// Appends an event, applies it to the projections and returns its seq.
+    pub(crate) fn record(&mut self, body: EventBody) -> u64 {
+        let entry = Recorded {
+            execution_id: self.view.exec.id,
+            event_seq: self.latest_seq() + 1,
+            body,
+            occurred_at: self.recorder.clock.timestamp(),
+        };
+        let seq = entry.event_seq;
+        super::apply::apply(&mut self.view, &entry);
+        if let Some(journal) = &self.recorder.journal {
+            journal.append(&entry);
+        }
+        self.view.events.push(entry);
         seq
     }
 
-    /// Sets the status and `updated_at`.
-    pub(crate) fn set_status(&mut self, status: ExecutionStatus) {
-        self.exec.status = status;
-        self.exec.updated_at = Timestamp::now();
+    /// Appends several events in order.
+    pub(crate) fn record_all(&mut self, bodies: impl IntoIterator<Item = EventBody>) {
+        for body in bodies {
+            self.record(body);
+        }
     }
 
-    /// The standard `execution.*` payload.
-    pub(crate) fn status_payload(&self, status: ExecutionStatus) -> serde_json::Map<String, Value> {
-        let mut map = serde_json::Map::new();
-        map.insert("execution_id".into(), json!(self.exec.id));
-        map.insert("status".into(), json!(status.as_str()));
-        map
+    /// The execution's clock.
+    pub(crate) fn clock(&self) -> &Clock {
+        &self.recorder.clock
     }
 
-    /// Enqueues a new dispatch due now and writes `dispatch.queued`; returns its id.
+    /// Enqueues a new dispatch due at `due` and writes `dispatch.queued`; returns its id.
     pub(crate) fn enqueue_dispatch(&mut self, due: Instant) -> Uuid {
         let dispatch = Dispatch::new(due);
-        let payload = dispatch.payload(self.exec.id, "pending");
         let id = dispatch.id;
         self.dispatches.push(dispatch);
-        self.append("dispatch.queued", payload);
+        self.record(EventBody::DispatchQueued(DispatchChanged::new(
+            id,
+            self.view.exec.id,
+            DispatchState::Pending,
+            0,
+        )));
         id
     }
 
@@ -182,7 +251,8 @@ impl ExecState {
     }
 
     /// Fences a mutation: the lease must be the live in-flight attempt; renews it.
-    pub(crate) fn renew_lease(&mut self, lease: Lease, now: Instant) -> Result<(), KernelError> {
+    pub(crate) fn renew_lease(&mut self, lease: Lease) -> Result<(), KernelError> {
+        let now = self.recorder.clock.now();
         match self.dispatch_mut(lease.dispatch_id) {
             Some(d) if d.attempt == lease.attempt && d.status == DispatchStatus::InFlight => {
                 d.locked_at = now;
@@ -202,7 +272,7 @@ impl ExecState {
 
     /// Seq of the newest event (0 when the log is empty).
     pub(crate) fn latest_seq(&self) -> u64 {
-        self.events.len() as u64
+        self.view.events.len() as u64
     }
 
     /// Whether any dispatch is still pending, failed or in flight.

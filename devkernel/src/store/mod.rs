@@ -1,7 +1,9 @@
 //! In-memory state: agents, executions (each behind its own lock) and indexes.
 
+mod apply;
 mod dispatch;
 mod exec;
+mod journal;
 mod resource;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -14,7 +16,8 @@ use crate::model::AgentRecord;
 use crate::policy::Policy;
 
 pub(crate) use dispatch::{Dispatch, DispatchStatus};
-pub(crate) use exec::{ExecCell, ExecState};
+pub(crate) use exec::{ExecCell, ExecState, Recorder};
+pub(crate) use journal::Journal;
 pub(crate) use resource::{Checkpoint, Resource};
 
 /// A registered agent with its secret and compiled policy.

@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::{Kernel, Principal};
 use crate::error::KernelError;
-use crate::model::{ApiKey, IssuedApiKey, Timestamp};
+use crate::model::{ApiKey, IssuedApiKey};
 use crate::store::lock;
 
 pub(crate) use scope::Scope;
@@ -85,7 +85,7 @@ impl Kernel {
             id,
             name,
             scopes: scopes.iter().map(|s| s.as_str().to_owned()).collect(),
-            created_at: Timestamp::now(),
+            created_at: self.clock().timestamp(),
             revoked_at: None,
         };
         let record = Record {
@@ -131,7 +131,7 @@ impl Kernel {
             .get_mut(&id)
             .ok_or_else(|| KernelError::not_found("api key"))?;
         if record.key.revoked_at.is_none() {
-            record.key.revoked_at = Some(Timestamp::now());
+            record.key.revoked_at = Some(self.clock().timestamp());
             tracing::info!(key = %id, "api key revoked");
         }
         Ok(())

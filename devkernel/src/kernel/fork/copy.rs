@@ -1,27 +1,27 @@
-//! Copying a source's settled prefix into a fork: step rows with rewritten ids (same
-//! occurrence, so the rerun replays them) and their events, plus resource registrations.
+//! Copying a source's settled prefix into a fork: its settled steps' events with rewritten
+//! step ids (same occurrence, so the rerun replays them), and the prefix's resource
+//! registrations. Applying the copied events rebuilds the step rows.
 
 use std::collections::{BTreeSet, HashMap};
 
-use serde_json::{Value, json};
-
+use crate::event::{EventBody, EventKind, Recorded};
 use crate::identity;
 use crate::model::StepStatus;
 use crate::store::ExecState;
 
 /// Events that settle a step for the purpose of copying.
-const SETTLING: [&str; 3] = ["step.succeeded", "step.failed", "step.denied"];
-
-fn step_of(payload: &Value) -> Option<&str> {
-    payload.get("step_id").and_then(Value::as_str)
-}
+const SETTLING: [EventKind; 3] = [
+    EventKind::StepSucceeded,
+    EventKind::StepFailed,
+    EventKind::StepDenied,
+];
 
 /// Steps settled (`succeeded|failed|denied`) by an event at or before `at_seq`.
 fn settled(src: &ExecState, at_seq: u64) -> BTreeSet<String> {
     src.events
         .iter()
-        .filter(|e| e.event_seq <= at_seq && SETTLING.contains(&e.kind.as_str()))
-        .filter_map(|e| step_of(&e.payload).map(str::to_owned))
+        .filter(|e| e.event_seq <= at_seq && SETTLING.contains(&e.kind()))
+        .filter_map(|e| e.step().map(|s| s.step_id.clone()))
         .filter(|id| {
             src.steps.get(id).is_some_and(|s| {
                 matches!(
@@ -33,58 +33,63 @@ fn settled(src: &ExecState, at_seq: u64) -> BTreeSet<String> {
         .collect()
 }
 
-/// Copies settled steps and, in source order, their `step.*` events and the prefix's
-/// `resource.registered` / `resource.initialized` events; registers the copied resources.
-pub(super) fn prefix(state: &mut ExecState, src: &ExecState, at_seq: u64) {
+/// The fork's id of each settled step of the source.
+fn renamed(state: &ExecState, src: &ExecState, at_seq: u64) -> HashMap<String, String> {
     let fork_id = state.exec.id.to_string();
-    let mut renamed = HashMap::new();
-    for old in settled(src, at_seq) {
-        let Some(step) = src.steps.get(&old) else {
-            continue;
-        };
-        let mut copy = step.clone();
-        copy.step_id = identity::step_id(
-            &fork_id,
-            &step.kind,
-            &step.target,
-            &step.args_hash,
-            step.occurrence,
-        );
-        copy.execution_id = state.exec.id;
-        renamed.insert(old, copy.step_id.clone());
-        state.steps.insert(copy.step_id.clone(), copy);
-    }
-    for event in src.events.iter().take_while(|e| e.event_seq <= at_seq) {
-        match event.kind.as_str() {
-            "step.rate_limited" => {}
-            kind if kind.starts_with("step.") => {
-                let Some(new_id) = step_of(&event.payload).and_then(|id| renamed.get(id)) else {
-                    continue;
-                };
-                let mut payload = event.payload.clone();
-                payload["step_id"] = json!(new_id);
-                state.append(kind, payload);
-            }
-            "resource.registered" => copy_registration(state, src, &event.payload),
-            "resource.initialized" => {
-                state.append("resource.initialized", event.payload.clone());
-            }
-            _ => {}
-        }
-    }
+    settled(src, at_seq)
+        .into_iter()
+        .filter_map(|old| {
+            let step = src.steps.get(&old)?;
+            let new = identity::step_id(
+                &fork_id,
+                &step.kind,
+                &step.target,
+                &step.args_hash,
+                step.occurrence,
+            );
+            Some((old, new))
+        })
+        .collect()
 }
 
-/// Copies one `resource.registered` event and registers a fresh copy of the resource.
-fn copy_registration(state: &mut ExecState, src: &ExecState, payload: &Value) {
-    let Some(key) = payload.get("key").and_then(Value::as_str) else {
-        return;
-    };
-    let Some(resource) = src.resources.get(key) else {
-        return;
-    };
-    let mut copy = crate::kernel::resources::fresh_copy(resource);
-    copy.binding = None;
-    copy.binding_canonical = None;
-    copy.registered_seq = state.append("resource.registered", payload.clone());
-    state.resources.insert(copy.key.clone(), copy);
+/// Copies, in source order, the settled steps' `step.*` events (not rate-limit refusals)
+/// and the prefix's `resource.registered` / `resource.initialized` events.
+pub(super) fn prefix(state: &mut ExecState, src: &ExecState, at_seq: u64) {
+    let renamed = renamed(state, src, at_seq);
+    let fork = state.exec.id;
+    let copies: Vec<EventBody> = src
+        .events
+        .iter()
+        .take_while(|e| e.event_seq <= at_seq)
+        .filter_map(|event| copy(event, &renamed, fork))
+        .collect();
+    state.record_all(copies);
+}
+
+/// The fork's copy of one source event, if it is copied.
+fn copy(
+    event: &Recorded,
+    renamed: &HashMap<String, String>,
+    fork: uuid::Uuid,
+) -> Option<EventBody> {
+    match &event.body {
+        EventBody::ResourceRegistered(_) | EventBody::ResourceInitialized(_) => {
+            Some(event.body.clone())
+        }
+        EventBody::StepRateLimited(_) => None,
+        _ => {
+            let new_id = renamed.get(&event.step()?.step_id)?;
+            let mut body = event.body.clone();
+            if let Some(step) = Recorded::step_mut(&mut body) {
+                step.step_id.clone_from(new_id);
+            }
+            if let EventBody::StepProposed(proposed) = &mut body
+                && let Some(record) = &mut proposed.record
+            {
+                record.step_id.clone_from(new_id);
+                record.execution_id = fork;
+            }
+            Some(body)
+        }
+    }
 }

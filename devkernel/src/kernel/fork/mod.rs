@@ -8,15 +8,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::Deserialize;
-use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::create::{non_empty, valid_label};
 use super::{Kernel, Principal};
 use crate::error::KernelError;
-use crate::model::{Execution, ExecutionStatus, ForkPoints, Restoration, Timestamp};
+use crate::event::{EventBody, Forked};
+use crate::model::{Execution, ExecutionStatus, ForkPoints, Timestamp};
 use crate::policy::Policy;
-use crate::store::{ExecCell, ExecState};
+use crate::store::{ExecCell, ExecState, Recorder};
 
 /// `POST /v0/executions/{id}/fork` body.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -38,8 +38,13 @@ impl ForkRequest {
 }
 
 /// The fork's projection of the source at creation.
-fn fork_execution(source: &Execution, id: Uuid, at_seq: u64, session: Option<String>) -> Execution {
-    let created = Timestamp::now();
+fn fork_execution(
+    source: &Execution,
+    id: Uuid,
+    at_seq: u64,
+    session: Option<String>,
+    created: Timestamp,
+) -> Execution {
     Execution {
         id,
         agent_id: source.agent_id.clone(),
@@ -77,16 +82,31 @@ fn build(
     at_seq: i64,
     session: Option<String>,
     override_policy: Option<Arc<Policy>>,
+    recorder: Recorder,
 ) -> Result<(ExecState, BTreeMap<String, restore::Restored>), KernelError> {
     let at_seq = u64::try_from(at_seq)
         .ok()
         .filter(|s| (1..=src.latest_seq()).contains(s))
         .ok_or_else(|| KernelError::validation("at_seq out of range"))?;
-    let mut state = ExecState::new(fork_execution(&src.exec, id, at_seq, session));
+    let exec = fork_execution(&src.exec, id, at_seq, session, recorder.clock.timestamp());
+    let mut state = ExecState::create(exec, recorder);
     let overridden = override_policy.is_some();
-    state.policy = override_policy.or_else(|| src.policy.clone());
+    let policy = override_policy.or_else(|| src.policy.clone());
     let restoration = restore::plan(src, at_seq);
-    write_prefix(&mut state, src, at_seq, overridden, &restoration);
+    state.record(EventBody::ExecutionForked(Forked {
+        source_execution_id: src.exec.id,
+        fork_seq: at_seq,
+        policy_override: overridden,
+        restoration: (!restoration.is_empty()).then(|| {
+            restoration
+                .iter()
+                .map(|(k, r)| (k.clone(), r.restoration.clone()))
+                .collect()
+        }),
+        policy_bundle: policy.map(|p| p.yaml().to_owned()),
+    }));
+    copy::prefix(&mut state, src, at_seq);
+    restore::apply(&mut state, &restoration);
     Ok((state, restoration))
 }
 
@@ -141,6 +161,7 @@ impl Kernel {
             request.at_seq,
             session.clone(),
             override_policy,
+            self.recorder().clone(),
         )?;
         self.store()
             .insert_execution(Arc::new(ExecCell::new(state)));
@@ -178,34 +199,4 @@ impl Kernel {
                 .collect(),
         })
     }
-}
-
-/// `execution.created`, `execution.forked`, the copied prefix, one `resource.initialized`
-/// per restored resource and the copied covering checkpoints.
-fn write_prefix(
-    state: &mut ExecState,
-    src: &ExecState,
-    at_seq: u64,
-    policy_override: bool,
-    restoration: &BTreeMap<String, restore::Restored>,
-) {
-    let mut created = state.status_payload(ExecutionStatus::Pending);
-    if let Some(session) = &state.exec.session {
-        created.insert("session".into(), json!(session));
-    }
-    state.append("execution.created", Value::Object(created));
-    let mut forked = serde_json::Map::new();
-    forked.insert("source_execution_id".into(), json!(src.exec.id));
-    forked.insert("fork_seq".into(), json!(at_seq));
-    forked.insert("policy_override".into(), json!(policy_override));
-    if !restoration.is_empty() {
-        let map: BTreeMap<&String, &Restoration> = restoration
-            .iter()
-            .map(|(k, r)| (k, &r.restoration))
-            .collect();
-        forked.insert("restoration".into(), json!(map));
-    }
-    state.append("execution.forked", Value::Object(forked));
-    copy::prefix(state, src, at_seq);
-    restore::apply(state, restoration);
 }

@@ -3,8 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{Map, Value, json};
-
+use crate::event::{Checkpointed, EventBody, Initialized};
 use crate::model::Restoration;
 use crate::store::{Checkpoint, ExecState, Resource};
 
@@ -53,20 +52,11 @@ pub(super) fn plan(src: &ExecState, at_seq: u64) -> BTreeMap<String, Restored> {
 /// `resource.checkpointed` for each covering checkpoint (covering from that event's seq).
 pub(super) fn apply(state: &mut ExecState, plan: &BTreeMap<String, Restored>) {
     for (key, restored) in plan {
-        let generation = restored.checkpoint.as_ref().map_or(0, |c| c.generation);
-        let mut payload = Map::new();
-        payload.insert("key".into(), json!(key));
-        payload.insert("generation".into(), json!(generation));
-        if let Some(reference) = &restored.restoration.checkpoint_ref {
-            payload.insert("checkpoint_ref".into(), json!(reference));
-        }
-        state.append("resource.initialized", Value::Object(payload));
-        if let Some(resource) = state.resources.get_mut(key) {
-            resource.generation = generation;
-            resource
-                .initial_ref
-                .clone_from(&restored.restoration.checkpoint_ref);
-        }
+        state.record(EventBody::ResourceInitialized(Initialized {
+            key: key.clone(),
+            generation: restored.checkpoint.as_ref().map_or(0, |c| c.generation),
+            checkpoint_ref: restored.restoration.checkpoint_ref.clone(),
+        }));
     }
     for (key, restored) in plan {
         let Some(checkpoint) = restored
@@ -77,22 +67,12 @@ pub(super) fn apply(state: &mut ExecState, plan: &BTreeMap<String, Restored>) {
             continue;
         };
         let seq = state.latest_seq() + 1;
-        state.append(
-            "resource.checkpointed",
-            json!({
-                "key": key,
-                "generation": checkpoint.generation,
-                "checkpoint_ref": checkpoint.checkpoint_ref,
-                "covered_seq": seq,
-            }),
-        );
-        if let Some(resource) = state.resources.get_mut(key) {
-            resource.checkpoints.push(Checkpoint {
-                covered_seq: seq,
-                invalidated_seq: None,
-                ..checkpoint.clone()
-            });
-        }
+        state.record(EventBody::ResourceCheckpointed(Checkpointed {
+            key: key.clone(),
+            generation: checkpoint.generation,
+            checkpoint_ref: checkpoint.checkpoint_ref.clone(),
+            covered_seq: seq,
+        }));
     }
 }
 

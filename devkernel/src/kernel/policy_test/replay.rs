@@ -3,37 +3,33 @@
 
 use std::collections::HashMap;
 
-use serde_json::Value;
 use uuid::Uuid;
 
 use super::{Case, SELECT_DEFAULT, SELECT_MAX, Selector};
 use crate::error::KernelError;
+use crate::event::EventBody;
 use crate::kernel::Kernel;
 use crate::store::ExecState;
 
 /// The rule of the kernel's own indeterminate-retry denial (not a policy decision).
 const INDETERMINATE_RULE: &str = "__indeterminate_retry";
 
-fn decision_of(kind: &str) -> Option<&'static str> {
-    match kind {
-        "step.allowed" => Some("allow"),
-        "step.denied" => Some("deny"),
-        "step.awaiting_approval" => Some("require_approval"),
-        _ => None,
-    }
+/// The policy decision an event records, with the step and the rule.
+fn decision_of(body: &EventBody) -> Option<(&'static str, &str, Option<&str>)> {
+    let (decision, step, rule) = match body {
+        EventBody::StepAllowed(d) => ("allow", &d.step, d.rule_id.as_deref()),
+        EventBody::StepAwaitingApproval(d) => ("require_approval", &d.step, d.rule_id.as_deref()),
+        EventBody::StepDenied(r) => ("deny", &r.step, r.rule_id.as_deref()),
+        _ => return None,
+    };
+    Some((decision, step.step_id.as_str(), rule))
 }
 
 /// Cases for the steps of one execution.
 fn cases_of(state: &ExecState) -> Vec<Case> {
     let mut first: HashMap<&str, (&'static str, &str)> = HashMap::new();
-    for event in &state.events {
-        let Some(decision) = decision_of(&event.kind) else {
-            continue;
-        };
-        let text = |name: &str| event.payload.get(name).and_then(Value::as_str);
-        let (Some(step), rule) = (text("step_id"), text("rule_id").unwrap_or("")) else {
-            continue;
-        };
+    for (decision, step, rule) in state.events.iter().filter_map(|e| decision_of(&e.body)) {
+        let rule = rule.unwrap_or("");
         if rule != INDETERMINATE_RULE {
             first.entry(step).or_insert((decision, rule));
         }

@@ -2,10 +2,10 @@
 //! (PROTOCOL.md §1.9 "Captures").
 
 use serde::Deserialize;
-use serde_json::json;
 
+use crate::event::{CheckpointFailed, Checkpointed, EventBody};
 use crate::model::StepStatus;
-use crate::store::{Checkpoint, ExecState};
+use crate::store::ExecState;
 
 /// One captured checkpoint.
 #[derive(Debug, Clone, Deserialize)]
@@ -67,10 +67,11 @@ fn refusal(state: &ExecState, capture: &Capture) -> Option<&'static str> {
 }
 
 fn failed(state: &mut ExecState, key: &str, generation: u64, error: &str) {
-    state.append(
-        "resource.checkpoint_failed",
-        json!({"key": key, "generation": generation, "error": error}),
-    );
+    state.record(EventBody::ResourceCheckpointFailed(CheckpointFailed {
+        key: key.to_owned(),
+        generation,
+        error: error.to_owned(),
+    }));
 }
 
 /// Commits accepted captures as checkpoints covering from `covered_seq`, and writes
@@ -82,23 +83,12 @@ pub(crate) fn commit(state: &mut ExecState, records: Captures, covered_seq: u64)
             failed(state, &capture.key, capture.generation, reason);
             continue;
         }
-        state.append(
-            "resource.checkpointed",
-            json!({
-                "key": capture.key,
-                "generation": capture.generation,
-                "checkpoint_ref": capture.checkpoint_ref,
-                "covered_seq": covered_seq,
-            }),
-        );
-        if let Some(resource) = state.resources.get_mut(&capture.key) {
-            resource.checkpoints.push(Checkpoint {
-                generation: capture.generation,
-                checkpoint_ref: capture.checkpoint_ref,
-                covered_seq,
-                invalidated_seq: None,
-            });
-        }
+        state.record(EventBody::ResourceCheckpointed(Checkpointed {
+            key: capture.key,
+            generation: capture.generation,
+            checkpoint_ref: capture.checkpoint_ref,
+            covered_seq,
+        }));
     }
     for failure in records.capture_failures.unwrap_or_default() {
         let error = if failure.error.is_empty() {

@@ -1,9 +1,7 @@
-//! Generations and counts: what a live step start and a step settlement do to resources
-//! (PROTOCOL.md §1.9 "Generation", "Count").
+//! Which resources a step affects (PROTOCOL.md §1.9 "Generation"); what a live start and a
+//! settlement then do to them is applying `step.executing` and the settling events.
 
-use std::collections::BTreeMap;
-
-use crate::model::{StepRecord, StepResource};
+use crate::model::StepRecord;
 use crate::store::ExecState;
 
 /// The LLM step kind: its declared resources are ignored and it never counts.
@@ -31,55 +29,6 @@ pub(crate) fn affected(state: &ExecState, step: &StepRecord) -> Vec<String> {
         .collect();
     keys.sort();
     keys
-}
-
-/// Bumps the generation of each key; returns the decision entries and the `generations`
-/// map for `step.executing`. `due` is only set for steps that count (not `llm_call`, which
-/// never captures).
-pub(crate) fn bump(
-    state: &mut ExecState,
-    keys: &[String],
-    counts: bool,
-) -> (Vec<StepResource>, BTreeMap<String, u64>) {
-    let mut touched = Vec::new();
-    let mut generations = BTreeMap::new();
-    for key in keys {
-        if let Some(resource) = state.resources.get_mut(key) {
-            resource.generation += 1;
-            generations.insert(key.clone(), resource.generation);
-            touched.push(StepResource {
-                key: key.clone(),
-                generation: resource.generation,
-                due: counts && resource.due(),
-            });
-        }
-    }
-    (touched, generations)
-}
-
-/// Ends checkpoint coverage of each key at the `step.executing` seq.
-pub(crate) fn invalidate(state: &mut ExecState, keys: &[String], seq: u64) {
-    for key in keys {
-        if let Some(resource) = state.resources.get_mut(key) {
-            resource.invalidate(seq);
-        }
-    }
-}
-
-/// Counts a settled affecting step (succeeded, failed or cancelled after running).
-pub(crate) fn count_settled(state: &mut ExecState, step_id: &str) {
-    let Some(step) = state.steps.get(step_id) else {
-        return;
-    };
-    if step.kind == LLM_CALL {
-        return;
-    }
-    let keys = step.resources.clone();
-    for key in keys {
-        if let Some(resource) = state.resources.get_mut(&key) {
-            resource.count += 1;
-        }
-    }
 }
 
 #[cfg(test)]

@@ -9,18 +9,19 @@ mod inherit;
 mod register;
 
 use serde::Deserialize;
+use serde_json::Value;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::{Kernel, Lease, Principal, now};
+use super::{Kernel, Lease, Principal};
 use crate::error::KernelError;
+use crate::event::{Bound, EventBody};
 use crate::identity;
 use crate::model::ResourceView;
 use crate::store::ExecState;
 
 pub(crate) use captures::Captures;
-pub(crate) use inherit::{fresh_copy, inherit};
+pub(crate) use inherit::inherit;
 pub(crate) use register::RegisterRequest;
 
 /// `POST .../resources/{key}/binding` body.
@@ -56,7 +57,7 @@ impl Kernel {
             if state.exec.status.is_terminal() {
                 return Err(KernelError::ExecutionTerminal);
             }
-            state.renew_lease(lease, now())?;
+            state.renew_lease(lease)?;
             f(&mut state)
         };
         cell.publish();
@@ -93,7 +94,7 @@ impl Kernel {
         self.with_live_lease(id, principal, lease, |state| {
             let resource = state
                 .resources
-                .get_mut(key)
+                .get(key)
                 .ok_or_else(|| KernelError::not_found("resource"))?;
             match &resource.binding_canonical {
                 Some(existing) if *existing == text => return Ok(()),
@@ -104,9 +105,10 @@ impl Kernel {
                 }
                 None => {}
             }
-            resource.binding = Some(value.clone());
-            resource.binding_canonical = Some(text);
-            state.append("resource.bound", json!({"key": key, "binding": value}));
+            state.record(EventBody::ResourceBound(Bound {
+                key: key.to_owned(),
+                binding: value.clone(),
+            }));
             Ok(())
         })
     }

@@ -1,11 +1,12 @@
 //! Resource registration rules (PROTOCOL.md §1.9, §9 item 7: the newest docs win).
 
 use serde::Deserialize;
+use serde_json::Value;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
 
 use super::canonical;
 use crate::error::KernelError;
+use crate::event::{EventBody, Registered};
 use crate::model::ResourceView;
 use crate::store::{ExecState, Resource};
 
@@ -86,68 +87,73 @@ impl Registration {
         self.every_steps > 0 && self.on_completion.unwrap_or(true)
     }
 
-    fn resource(self, registered_seq: u64) -> Resource {
+    fn registered(self) -> Registered {
         let on_completion = self.on_completion();
-        Resource {
+        Registered {
             key: self.key,
             driver_id: self.driver_id,
             configuration: self.configuration,
-            configuration_canonical: self.configuration_canonical,
             coverage_reuse: self.coverage_reuse,
             every_steps: self.every_steps,
             on_completion,
-            registered_seq,
-            generation: 0,
-            count: 0,
-            binding: None,
-            binding_canonical: None,
-            initial_ref: None,
-            checkpoints: Vec::new(),
         }
     }
 }
 
-/// The `resource.registered` payload.
-pub(crate) fn registered_payload(resource: &Resource) -> Value {
-    json!({
-        "key": resource.key,
-        "driver_id": resource.driver_id,
-        "configuration": resource.configuration,
-        "coverage_reuse": resource.coverage_reuse,
-        "every_steps": resource.every_steps,
-        "on_completion": resource.on_completion,
-    })
+/// The `resource.registered` payload of an existing resource.
+pub(crate) fn registration_of(resource: &Resource) -> Registered {
+    Registered {
+        key: resource.key.clone(),
+        driver_id: resource.driver_id.clone(),
+        configuration: resource.configuration.clone(),
+        coverage_reuse: resource.coverage_reuse,
+        every_steps: resource.every_steps,
+        on_completion: resource.on_completion,
+    }
 }
 
 /// Registers a new resource, or re-registers an existing one: identity fields must match
-/// (`409`); a positive interval enables or changes checkpointing, 0 keeps the current policy.
+/// (`409`); a positive interval enables or changes checkpointing (`resource.reconfigured`
+/// when that changes anything), 0 keeps the current policy.
 pub(super) fn apply(
     state: &mut ExecState,
     registration: Registration,
 ) -> Result<ResourceView, KernelError> {
-    if let Some(existing) = state.resources.get_mut(&registration.key) {
-        if existing.driver_id != registration.driver_id
-            || existing.configuration_canonical != registration.configuration_canonical
-            || existing.coverage_reuse != registration.coverage_reuse
-        {
-            return Err(KernelError::conflict(format!(
-                "resource {:?} is registered with a different driver, configuration or coverage_reuse",
-                registration.key
-            )));
-        }
-        if registration.every_steps > 0 {
-            existing.every_steps = registration.every_steps;
-            existing.on_completion = registration.on_completion();
-        }
-        return Ok(existing.view());
+    let key = registration.key.clone();
+    let Some(existing) = state.resources.get(&key) else {
+        let registered = registration.registered();
+        state.record(EventBody::ResourceRegistered(registered));
+        tracing::debug!(execution = %state.exec.id, %key, "resource registered");
+        return view(state, &key);
+    };
+    if existing.driver_id != registration.driver_id
+        || existing.configuration_canonical != registration.configuration_canonical
+        || existing.coverage_reuse != registration.coverage_reuse
+    {
+        return Err(KernelError::conflict(format!(
+            "resource {key:?} is registered with a different driver, configuration or coverage_reuse"
+        )));
     }
-    let seq = state.latest_seq() + 1;
-    let resource = registration.resource(seq);
-    state.append("resource.registered", registered_payload(&resource));
-    tracing::debug!(execution = %state.exec.id, key = %resource.key, "resource registered");
-    let view = resource.view();
-    state.resources.insert(resource.key.clone(), resource);
-    Ok(view)
+    let changes = registration.every_steps > 0
+        && (existing.every_steps != registration.every_steps
+            || existing.on_completion != registration.on_completion());
+    if changes {
+        let reconfigured = Registered {
+            every_steps: registration.every_steps,
+            on_completion: registration.on_completion(),
+            ..registration_of(existing)
+        };
+        state.record(EventBody::ResourceReconfigured(reconfigured));
+    }
+    view(state, &key)
+}
+
+fn view(state: &ExecState, key: &str) -> Result<ResourceView, KernelError> {
+    state
+        .resources
+        .get(key)
+        .map(Resource::view)
+        .ok_or_else(|| KernelError::Internal("resource vanished".into()))
 }
 
 #[cfg(test)]
