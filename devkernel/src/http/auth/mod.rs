@@ -164,3 +164,6 @@ impl FromRequest<Kernel> for Reader {
         Ok(Self { principal })
     }
 }
+
+#[cfg(test)]
+mod tests;
