@@ -1,9 +1,9 @@
 //! Agent authentication: v1 request signatures over the exact body (PROTOCOL.md §3.2) and
 //! the dispatch lease headers of agent mutations.
 //!
-//! The body is read once, capped at [`body::MAX_BODY`](super::super::body::MAX_BODY), and
-//! verified against the signature before any handler sees it; handlers decode the verified
-//! bytes afterwards, so a bad signature is `401` and a malformed body `400`.
+//! The body is read once, capped at [`body::MAX_BODY`], and verified against the signature
+//! before any handler sees it; handlers decode the verified bytes afterwards, so a bad
+//! signature is `401` and a malformed body `400`.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
