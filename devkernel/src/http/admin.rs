@@ -1,11 +1,13 @@
 //! Admin routes: health, agents, policies, approvals.
 
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
 
+use super::auth::{Caller, scope};
+use super::body::{Capped, Strict};
 use super::error::{ApiResult, json, no_content, ok};
-use super::{auth, body, parse_id};
+use super::parse_id;
 use crate::kernel::{AgentRequest, DecideRequest, Kernel, PolicyTestRequest, Resolution, Scope};
 use crate::model::ApprovalStatus;
 
@@ -20,9 +22,11 @@ pub(super) async fn ready() -> ApiResult {
 }
 
 /// `POST /v0/agents`: upsert.
-pub(super) async fn upsert_agent(State(kernel): State<Kernel>, request: Request) -> ApiResult {
-    let call = auth::client(&kernel, request, Scope::AgentsWrite).await?;
-    let agent: AgentRequest = body::decode(&call.body)?;
+pub(super) async fn upsert_agent(
+    State(kernel): State<Kernel>,
+    _: Caller<scope::AgentsWrite>,
+    Strict(agent): Strict<AgentRequest>,
+) -> ApiResult {
     Ok(json(
         StatusCode::CREATED,
         &kernel.upsert_agent(agent, None)?,
@@ -30,8 +34,10 @@ pub(super) async fn upsert_agent(State(kernel): State<Kernel>, request: Request)
 }
 
 /// `GET /v0/agents`.
-pub(super) async fn list_agents(State(kernel): State<Kernel>, request: Request) -> ApiResult {
-    auth::client(&kernel, request, Scope::AgentsRead).await?;
+pub(super) async fn list_agents(
+    State(kernel): State<Kernel>,
+    _: Caller<scope::AgentsRead>,
+) -> ApiResult {
     Ok(ok(&kernel.agents()))
 }
 
@@ -39,9 +45,8 @@ pub(super) async fn list_agents(State(kernel): State<Kernel>, request: Request) 
 pub(super) async fn get_agent(
     State(kernel): State<Kernel>,
     Path(id): Path<String>,
-    request: Request,
+    _: Caller<scope::AgentsRead>,
 ) -> ApiResult {
-    auth::client(&kernel, request, Scope::AgentsRead).await?;
     Ok(ok(&kernel.agent(&id)?))
 }
 
@@ -49,16 +54,17 @@ pub(super) async fn get_agent(
 pub(super) async fn delete_agent(
     State(kernel): State<Kernel>,
     Path(id): Path<String>,
-    request: Request,
+    _: Caller<scope::AgentsWrite>,
 ) -> ApiResult {
-    auth::client(&kernel, request, Scope::AgentsWrite).await?;
     kernel.delete_agent(&id);
     Ok(no_content())
 }
 
+/// The body of `POST /v0/policies/{agent_id}`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct PolicyBody {
+pub(super) struct PolicyBody {
+    /// The policy bundle's YAML text.
     bundle: String,
 }
 
@@ -66,46 +72,50 @@ struct PolicyBody {
 pub(super) async fn set_policy(
     State(kernel): State<Kernel>,
     Path(id): Path<String>,
-    request: Request,
+    _: Caller<scope::PoliciesWrite>,
+    Strict(policy): Strict<PolicyBody>,
 ) -> ApiResult {
-    let call = auth::client(&kernel, request, Scope::PoliciesWrite).await?;
-    let policy: PolicyBody = body::decode(&call.body)?;
     kernel.set_policy(&id, &policy.bundle)?;
     Ok(no_content())
 }
 
+/// The `?status=` filter of `GET /v0/approvals` (`None` means the default, `pending`).
+fn approval_status(query: Option<&str>) -> Option<ApprovalStatus> {
+    query?
+        .split('&')
+        .find_map(|kv| match kv.strip_prefix("status=")? {
+            "granted" => Some(ApprovalStatus::Granted),
+            "denied" => Some(ApprovalStatus::Denied),
+            "expired" => Some(ApprovalStatus::Expired),
+            _ => None,
+        })
+}
+
 /// `GET /v0/approvals` (`?status=`, default `pending`).
-pub(super) async fn list_approvals(State(kernel): State<Kernel>, request: Request) -> ApiResult {
-    let status = request.uri().query().and_then(|q| {
-        q.split('&')
-            .find_map(|kv| match kv.strip_prefix("status=")? {
-                "granted" => Some(ApprovalStatus::Granted),
-                "denied" => Some(ApprovalStatus::Denied),
-                "expired" => Some(ApprovalStatus::Expired),
-                _ => None,
-            })
-    });
-    auth::client(&kernel, request, Scope::ApprovalsRead).await?;
-    Ok(ok(&kernel.approvals(status)))
+pub(super) async fn list_approvals(
+    State(kernel): State<Kernel>,
+    RawQuery(query): RawQuery,
+    _: Caller<scope::ApprovalsRead>,
+) -> ApiResult {
+    Ok(ok(&kernel.approvals(approval_status(query.as_deref()))))
 }
 
 /// `GET /v0/approvals/{id}`.
 pub(super) async fn get_approval(
     State(kernel): State<Kernel>,
     Path(id): Path<String>,
-    request: Request,
+    _: Caller<scope::ApprovalsRead>,
 ) -> ApiResult {
-    auth::client(&kernel, request, Scope::ApprovalsRead).await?;
     Ok(ok(&kernel.approval(parse_id(&id)?)?))
 }
 
-async fn decide(kernel: Kernel, id: String, request: Request, resolution: Resolution) -> ApiResult {
-    let call = auth::client(&kernel, request, Scope::ApprovalsWrite).await?;
-    let id = parse_id(&id)?;
-    let decision: DecideRequest = if call.body.iter().all(u8::is_ascii_whitespace) {
+/// Grants or denies approval `id`; an empty body is a decision without a reason.
+fn decide(kernel: &Kernel, id: &str, body: &Capped, resolution: Resolution) -> ApiResult {
+    let id = parse_id(id)?;
+    let decision: DecideRequest = if body.is_blank() {
         DecideRequest::default()
     } else {
-        body::decode(&call.body)?
+        body.decode()?
     };
     kernel.decide_approval(id, resolution, decision)?;
     Ok(no_content())
@@ -115,29 +125,32 @@ async fn decide(kernel: Kernel, id: String, request: Request, resolution: Resolu
 pub(super) async fn grant(
     State(kernel): State<Kernel>,
     Path(id): Path<String>,
-    request: Request,
+    _: Caller<scope::ApprovalsWrite>,
+    body: Capped,
 ) -> ApiResult {
-    decide(kernel, id, request, Resolution::Grant).await
+    decide(&kernel, &id, &body, Resolution::Grant)
 }
 
 /// `POST /v0/approvals/{id}/deny`.
 pub(super) async fn deny(
     State(kernel): State<Kernel>,
     Path(id): Path<String>,
-    request: Request,
+    _: Caller<scope::ApprovalsWrite>,
+    body: Capped,
 ) -> ApiResult {
-    decide(kernel, id, request, Resolution::Deny).await
+    decide(&kernel, &id, &body, Resolution::Deny)
 }
 
 /// `POST /v0/policies/{agent_id}/test`: a report of the bundle against cases or recorded
-/// steps (scopes `policies:write` and `executions:read`).
+/// steps (scopes `policies:write` and `executions:read`, the second checked once the body
+/// is read).
 pub(super) async fn test_policy(
     State(kernel): State<Kernel>,
     Path(id): Path<String>,
-    request: Request,
+    caller: Caller<scope::PoliciesWrite>,
+    body: Capped,
 ) -> ApiResult {
-    let call = auth::client(&kernel, request, Scope::PoliciesWrite).await?;
-    call.principal.require(Scope::ExecutionsRead)?;
-    let test: PolicyTestRequest = body::decode(&call.body)?;
+    caller.principal.require(Scope::ExecutionsRead)?;
+    let test: PolicyTestRequest = body.decode()?;
     Ok(ok(&kernel.test_policy(&id, test)?))
 }

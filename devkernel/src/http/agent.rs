@@ -1,9 +1,10 @@
 //! Agent routes: HMAC-signed, lease-fenced mutations and dual-auth reads.
 
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, RawQuery, State};
 
+use super::auth::{Leased, Reader, Signed};
 use super::error::{ApiResult, no_content, ok};
-use super::{auth, body, parse_id};
+use super::parse_id;
 use crate::error::KernelError;
 use crate::kernel::{
     CompleteRequest, FailRequest, Kernel, OutcomeRequest, Principal, SubmitRequest,
@@ -13,13 +14,12 @@ use crate::kernel::{
 pub(super) async fn set_metadata(
     State(kernel): State<Kernel>,
     Path(agent_id): Path<String>,
-    request: Request,
+    call: Signed,
 ) -> ApiResult {
-    let call = auth::agent(&kernel, request).await?;
     if call.principal != Principal::Agent(agent_id.clone()) {
         return Err(KernelError::Forbidden.into());
     }
-    kernel.set_metadata(&agent_id, body::decode(&call.body)?)?;
+    kernel.set_metadata(&agent_id, call.decode()?)?;
     Ok(no_content())
 }
 
@@ -27,10 +27,9 @@ pub(super) async fn set_metadata(
 pub(super) async fn previous(
     State(kernel): State<Kernel>,
     Path(id): Path<String>,
-    request: Request,
+    reader: Reader,
 ) -> ApiResult {
-    let call = auth::dual(&kernel, request).await?;
-    let state = kernel.previous(parse_id(&id)?, &call.principal)?;
+    let state = kernel.previous(parse_id(&id)?, &reader.principal)?;
     Ok(ok(&serde_json::json!({ "state": state })))
 }
 
@@ -38,16 +37,13 @@ pub(super) async fn previous(
 pub(super) async fn list_steps(
     State(kernel): State<Kernel>,
     Path(id): Path<String>,
-    request: Request,
+    RawQuery(query): RawQuery,
+    reader: Reader,
 ) -> ApiResult {
-    let terminal = request
-        .uri()
-        .query()
-        .is_some_and(|q| q.split('&').any(|kv| kv == "status=terminal"));
-    let call = auth::dual(&kernel, request).await?;
+    let terminal = query.is_some_and(|q| q.split('&').any(|kv| kv == "status=terminal"));
     Ok(ok(&kernel.steps(
         parse_id(&id)?,
-        &call.principal,
+        &reader.principal,
         terminal,
     )?))
 }
@@ -56,41 +52,29 @@ pub(super) async fn list_steps(
 pub(super) async fn get_step(
     State(kernel): State<Kernel>,
     Path((id, step_id)): Path<(String, String)>,
-    request: Request,
+    reader: Reader,
 ) -> ApiResult {
-    let call = auth::dual(&kernel, request).await?;
     Ok(ok(&kernel.step(
         parse_id(&id)?,
-        &call.principal,
+        &reader.principal,
         &step_id,
     )?))
 }
 
 /// `POST /v0/executions/{id}/steps`: submit a step.
-pub(super) async fn submit(
-    State(kernel): State<Kernel>,
-    Path(id): Path<String>,
-    request: Request,
-) -> ApiResult {
-    let auth::Leased { call, id, lease } = auth::leased(&kernel, &id, request).await?;
-    let submit: SubmitRequest = body::decode(&call.body)?;
+pub(super) async fn submit(State(kernel): State<Kernel>, call: Leased) -> ApiResult {
+    let submit: SubmitRequest = call.decode()?;
     Ok(ok(&kernel.submit_step(
-        id,
+        call.id,
         &call.principal,
-        lease,
+        call.lease,
         submit,
     )?))
 }
 
-async fn outcome(
-    kernel: Kernel,
-    id: String,
-    step_id: String,
-    request: Request,
-    failed: bool,
-) -> ApiResult {
-    let auth::Leased { call, id, lease } = auth::leased(&kernel, &id, request).await?;
-    let outcome: OutcomeRequest = body::decode(&call.body)?;
+/// Settles step `step_id`: `result` only on complete, `error` only on fail.
+fn outcome(kernel: &Kernel, step_id: &str, call: &Leased, failed: bool) -> ApiResult {
+    let outcome: OutcomeRequest = call.decode()?;
     let wrong_field = if failed {
         outcome.result.is_some()
     } else {
@@ -100,10 +84,10 @@ async fn outcome(
         return Err(KernelError::validation("").into());
     }
     Ok(ok(&kernel.settle_step(
-        id,
+        call.id,
         &call.principal,
-        lease,
-        &step_id,
+        call.lease,
+        step_id,
         outcome,
         failed,
     )?))
@@ -112,63 +96,43 @@ async fn outcome(
 /// `POST /v0/executions/{id}/steps/{step_id}/complete`.
 pub(super) async fn complete_step(
     State(kernel): State<Kernel>,
-    Path((id, step_id)): Path<(String, String)>,
-    request: Request,
+    Path((_, step_id)): Path<(String, String)>,
+    call: Leased,
 ) -> ApiResult {
-    outcome(kernel, id, step_id, request, false).await
+    outcome(&kernel, &step_id, &call, false)
 }
 
 /// `POST /v0/executions/{id}/steps/{step_id}/fail`.
 pub(super) async fn fail_step(
     State(kernel): State<Kernel>,
-    Path((id, step_id)): Path<(String, String)>,
-    request: Request,
+    Path((_, step_id)): Path<(String, String)>,
+    call: Leased,
 ) -> ApiResult {
-    outcome(kernel, id, step_id, request, true).await
+    outcome(&kernel, &step_id, &call, true)
 }
 
 /// `POST /v0/executions/{id}/heartbeat`: renew the lease.
-pub(super) async fn heartbeat(
-    State(kernel): State<Kernel>,
-    Path(id): Path<String>,
-    request: Request,
-) -> ApiResult {
-    let auth::Leased { call, id, lease } = auth::leased(&kernel, &id, request).await?;
-    kernel.heartbeat(id, &call.principal, lease)?;
+pub(super) async fn heartbeat(State(kernel): State<Kernel>, call: Leased) -> ApiResult {
+    kernel.heartbeat(call.id, &call.principal, call.lease)?;
     Ok(no_content())
 }
 
 /// `POST /v0/executions/{id}/complete`.
-pub(super) async fn complete(
-    State(kernel): State<Kernel>,
-    Path(id): Path<String>,
-    request: Request,
-) -> ApiResult {
-    let auth::Leased { call, id, lease } = auth::leased(&kernel, &id, request).await?;
-    let done: CompleteRequest = body::decode(&call.body)?;
-    kernel.complete_execution(id, &call.principal, lease, done)?;
+pub(super) async fn complete(State(kernel): State<Kernel>, call: Leased) -> ApiResult {
+    let done: CompleteRequest = call.decode()?;
+    kernel.complete_execution(call.id, &call.principal, call.lease, done)?;
     Ok(no_content())
 }
 
 /// `POST /v0/executions/{id}/fail`.
-pub(super) async fn fail(
-    State(kernel): State<Kernel>,
-    Path(id): Path<String>,
-    request: Request,
-) -> ApiResult {
-    let auth::Leased { call, id, lease } = auth::leased(&kernel, &id, request).await?;
-    let failed: FailRequest = body::decode(&call.body)?;
-    kernel.fail_execution(id, &call.principal, lease, failed)?;
+pub(super) async fn fail(State(kernel): State<Kernel>, call: Leased) -> ApiResult {
+    let failed: FailRequest = call.decode()?;
+    kernel.fail_execution(call.id, &call.principal, call.lease, failed)?;
     Ok(no_content())
 }
 
 /// `POST /v0/executions/{id}/suspend`: `{"suspended": bool}`.
-pub(super) async fn suspend(
-    State(kernel): State<Kernel>,
-    Path(id): Path<String>,
-    request: Request,
-) -> ApiResult {
-    let auth::Leased { call, id, lease } = auth::leased(&kernel, &id, request).await?;
-    let suspended = kernel.suspend(id, &call.principal, lease)?;
+pub(super) async fn suspend(State(kernel): State<Kernel>, call: Leased) -> ApiResult {
+    let suspended = kernel.suspend(call.id, &call.principal, call.lease)?;
     Ok(ok(&serde_json::json!({ "suspended": suspended })))
 }

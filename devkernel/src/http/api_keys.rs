@@ -1,12 +1,14 @@
 //! API key routes (PROTOCOL.md §2.7), all under scope `api_keys:manage`.
 
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 
+use super::auth::{Caller, scope};
+use super::body::Strict;
 use super::error::{ApiResult, json, no_content, ok};
-use super::{auth, body, parse_id};
-use crate::kernel::{CreateKeyRequest, Kernel, Scope};
+use super::parse_id;
+use crate::kernel::{CreateKeyRequest, Kernel};
 
 /// Tokens must not be cached by intermediaries.
 fn no_store(mut response: Response) -> Response {
@@ -17,16 +19,20 @@ fn no_store(mut response: Response) -> Response {
 }
 
 /// `POST /v0/api-keys`: `201 {id, name, scopes, created_at, token}`.
-pub(super) async fn create(State(kernel): State<Kernel>, request: Request) -> ApiResult {
-    let call = auth::client(&kernel, request, Scope::ApiKeysManage).await?;
-    let create: CreateKeyRequest = body::decode(&call.body)?;
+pub(super) async fn create(
+    State(kernel): State<Kernel>,
+    _: Caller<scope::ApiKeysManage>,
+    Strict(create): Strict<CreateKeyRequest>,
+) -> ApiResult {
     let issued = kernel.create_api_key(create)?;
     Ok(no_store(json(StatusCode::CREATED, &issued)))
 }
 
 /// `GET /v0/api-keys`.
-pub(super) async fn list(State(kernel): State<Kernel>, request: Request) -> ApiResult {
-    auth::client(&kernel, request, Scope::ApiKeysManage).await?;
+pub(super) async fn list(
+    State(kernel): State<Kernel>,
+    _: Caller<scope::ApiKeysManage>,
+) -> ApiResult {
     Ok(ok(&kernel.api_keys()))
 }
 
@@ -34,9 +40,8 @@ pub(super) async fn list(State(kernel): State<Kernel>, request: Request) -> ApiR
 pub(super) async fn rotate(
     State(kernel): State<Kernel>,
     Path(id): Path<String>,
-    request: Request,
+    _: Caller<scope::ApiKeysManage>,
 ) -> ApiResult {
-    auth::client(&kernel, request, Scope::ApiKeysManage).await?;
     let issued = kernel.rotate_api_key(parse_id(&id)?)?;
     Ok(no_store(ok(&issued)))
 }
@@ -45,9 +50,8 @@ pub(super) async fn rotate(
 pub(super) async fn revoke(
     State(kernel): State<Kernel>,
     Path(id): Path<String>,
-    request: Request,
+    _: Caller<scope::ApiKeysManage>,
 ) -> ApiResult {
-    auth::client(&kernel, request, Scope::ApiKeysManage).await?;
     kernel.revoke_api_key(parse_id(&id)?)?;
     Ok(no_content())
 }

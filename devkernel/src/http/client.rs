@@ -1,19 +1,23 @@
 //! Client routes: create, list, get, events, cancel.
 
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use serde::Deserialize;
 
+use super::auth::{Caller, Reader, scope};
+use super::body::Strict;
 use super::error::{ApiResult, json, no_content, ok};
-use super::{auth, body, parse_id};
+use super::parse_id;
 use crate::error::KernelError;
-use crate::kernel::{CreateRequest, Kernel, ListQuery, Scope};
+use crate::kernel::{CreateRequest, Kernel, ListQuery};
 
 /// `POST /v0/executions`.
-pub(super) async fn create(State(kernel): State<Kernel>, request: Request) -> ApiResult {
-    let call = auth::client(&kernel, request, Scope::ExecutionsWrite).await?;
-    let create: CreateRequest = body::decode(&call.body)?;
-    let execution = kernel.create_execution(create, &call.principal)?;
+pub(super) async fn create(
+    State(kernel): State<Kernel>,
+    caller: Caller<scope::ExecutionsWrite>,
+    Strict(create): Strict<CreateRequest>,
+) -> ApiResult {
+    let execution = kernel.create_execution(create, &caller.principal)?;
     Ok(json(StatusCode::CREATED, &execution))
 }
 
@@ -29,11 +33,9 @@ pub(super) struct ListParams {
 /// `GET /v0/executions`.
 pub(super) async fn list(
     State(kernel): State<Kernel>,
-    params: Query<ListParams>,
-    request: Request,
+    Query(params): Query<ListParams>,
+    _: Caller<scope::ExecutionsRead>,
 ) -> ApiResult {
-    auth::client(&kernel, request, Scope::ExecutionsRead).await?;
-    let Query(params) = params;
     let cursor = match params.cursor.filter(|c| !c.is_empty()) {
         Some(c) => Some(parse_id(&c)?),
         None => None,
@@ -59,11 +61,10 @@ pub(super) async fn list(
 pub(super) async fn get(
     State(kernel): State<Kernel>,
     Path(id): Path<String>,
-    request: Request,
+    reader: Reader,
 ) -> ApiResult {
-    let call = auth::dual(&kernel, request).await?;
     let id = parse_id(&id)?;
-    Ok(ok(&kernel.execution(id, &call.principal)?))
+    Ok(ok(&kernel.execution(id, &reader.principal)?))
 }
 
 #[derive(Debug, Deserialize)]
@@ -77,9 +78,8 @@ pub(super) async fn events(
     State(kernel): State<Kernel>,
     Path(id): Path<String>,
     params: Query<EventParams>,
-    request: Request,
+    _: Caller<scope::ExecutionsRead>,
 ) -> ApiResult {
-    auth::client(&kernel, request, Scope::ExecutionsRead).await?;
     let id = parse_id(&id)?;
     let after = params
         .after_seq
@@ -95,10 +95,9 @@ pub(super) async fn events(
 pub(super) async fn cancel(
     State(kernel): State<Kernel>,
     Path(id): Path<String>,
-    request: Request,
+    caller: Caller<scope::ExecutionsWrite>,
 ) -> ApiResult {
-    let call = auth::client(&kernel, request, Scope::ExecutionsWrite).await?;
     let id = parse_id(&id)?;
-    kernel.cancel(id, &call.principal)?;
+    kernel.cancel(id, &caller.principal)?;
     Ok(no_content())
 }

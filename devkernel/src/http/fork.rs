@@ -1,10 +1,12 @@
 //! Fork routes (PROTOCOL.md §2.5): create a fork, list fork points.
 
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 
+use super::auth::{Caller, scope};
+use super::body::Capped;
 use super::error::{ApiResult, json, ok};
-use super::{auth, body, parse_id};
+use super::parse_id;
 use crate::kernel::{ForkRequest, Kernel, Scope};
 
 /// `POST /v0/executions/{id}/fork`: `201` execution with `restoration`; a `policy_bundle`
@@ -12,15 +14,15 @@ use crate::kernel::{ForkRequest, Kernel, Scope};
 pub(super) async fn fork(
     State(kernel): State<Kernel>,
     Path(id): Path<String>,
-    request: Request,
+    caller: Caller<scope::ExecutionsWrite>,
+    body: Capped,
 ) -> ApiResult {
-    let call = auth::client(&kernel, request, Scope::ExecutionsWrite).await?;
     let id = parse_id(&id)?;
-    let fork: ForkRequest = body::decode(&call.body)?;
+    let fork: ForkRequest = body.decode()?;
     if fork.overrides_policy() {
-        call.principal.require(Scope::PoliciesWrite)?;
+        caller.principal.require(Scope::PoliciesWrite)?;
     }
-    let execution = kernel.fork(id, &call.principal, fork)?;
+    let execution = kernel.fork(id, &caller.principal, fork)?;
     Ok(json(StatusCode::CREATED, &execution))
 }
 
@@ -28,8 +30,7 @@ pub(super) async fn fork(
 pub(super) async fn fork_points(
     State(kernel): State<Kernel>,
     Path(id): Path<String>,
-    request: Request,
+    caller: Caller<scope::ExecutionsRead>,
 ) -> ApiResult {
-    let call = auth::client(&kernel, request, Scope::ExecutionsRead).await?;
-    Ok(ok(&kernel.fork_points(parse_id(&id)?, &call.principal)?))
+    Ok(ok(&kernel.fork_points(parse_id(&id)?, &caller.principal)?))
 }

@@ -23,6 +23,16 @@ use crate::kernel::Kernel;
 /// Every route of the dev kernel.
 pub(crate) fn router(kernel: Kernel) -> Router {
     Router::new()
+        .merge(operator_routes())
+        .merge(execution_routes())
+        .merge(agent_routes())
+        .fallback(not_found)
+        .with_state(kernel)
+}
+
+/// Health, metrics, API keys, agents, policies and approvals.
+fn operator_routes() -> Router<Kernel> {
+    Router::new()
         .route("/v0/health", get(admin::health))
         .route("/v0/ready", get(admin::ready))
         .route("/metrics", get(metrics::metrics))
@@ -44,12 +54,23 @@ pub(crate) fn router(kernel: Kernel) -> Router {
         .route("/v0/approvals/{id}", get(admin::get_approval))
         .route("/v0/approvals/{id}/grant", post(admin::grant))
         .route("/v0/approvals/{id}/deny", post(admin::deny))
+}
+
+/// The client's execution routes: create, list, get, events, cancel, forks, the SSE stream.
+fn execution_routes() -> Router<Kernel> {
+    Router::new()
         .route("/v0/executions", post(client::create).get(client::list))
         .route("/v0/executions/{id}", get(client::get))
         .route("/v0/executions/{id}/events", get(client::events))
         .route("/v0/executions/{id}/cancel", post(client::cancel))
         .route("/v0/executions/{id}/fork", post(fork::fork))
         .route("/v0/executions/{id}/fork-points", get(fork::fork_points))
+        .route("/v0/executions/{id}/stream", get(stream::subscribe))
+}
+
+/// The agent's routes: steps, the execution's outcome, resources, step deltas.
+fn agent_routes() -> Router<Kernel> {
+    Router::new()
         .route("/v0/executions/{id}/previous", get(agent::previous))
         .route(
             "/v0/executions/{id}/steps",
@@ -77,13 +98,10 @@ pub(crate) fn router(kernel: Kernel) -> Router {
             "/v0/executions/{id}/resources/{key}/binding",
             post(resources::bind),
         )
-        .route("/v0/executions/{id}/stream", get(stream::subscribe))
         .route(
             "/v0/executions/{id}/steps/{step_id}/stream",
             post(stream::publish),
         )
-        .fallback(not_found)
-        .with_state(kernel)
 }
 
 /// chi's default 404.

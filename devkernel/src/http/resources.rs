@@ -1,23 +1,18 @@
 //! Resource routes (PROTOCOL.md §2.6): register, bind, publish checkpoints. HMAC + lease.
 
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, State};
 
+use super::auth::Leased;
 use super::error::{ApiResult, no_content, ok};
-use super::{auth, body};
 use crate::kernel::{BindRequest, Captures, Kernel, RegisterRequest};
 
 /// `POST /v0/executions/{id}/resources`: `200` resource view.
-pub(super) async fn register(
-    State(kernel): State<Kernel>,
-    Path(id): Path<String>,
-    request: Request,
-) -> ApiResult {
-    let auth::Leased { call, id, lease } = auth::leased(&kernel, &id, request).await?;
-    let registration: RegisterRequest = body::decode(&call.body)?;
+pub(super) async fn register(State(kernel): State<Kernel>, call: Leased) -> ApiResult {
+    let registration: RegisterRequest = call.decode()?;
     Ok(ok(&kernel.register_resource(
-        id,
+        call.id,
         &call.principal,
-        lease,
+        call.lease,
         registration,
     )?))
 }
@@ -25,23 +20,17 @@ pub(super) async fn register(
 /// `POST /v0/executions/{id}/resources/{key}/binding`: `204`.
 pub(super) async fn bind(
     State(kernel): State<Kernel>,
-    Path((id, key)): Path<(String, String)>,
-    request: Request,
+    Path((_, key)): Path<(String, String)>,
+    call: Leased,
 ) -> ApiResult {
-    let auth::Leased { call, id, lease } = auth::leased(&kernel, &id, request).await?;
-    let binding: BindRequest = body::decode(&call.body)?;
-    kernel.bind_resource(id, &call.principal, lease, &key, binding)?;
+    let binding: BindRequest = call.decode()?;
+    kernel.bind_resource(call.id, &call.principal, call.lease, &key, binding)?;
     Ok(no_content())
 }
 
 /// `POST /v0/executions/{id}/resources/checkpoints`: `204`.
-pub(super) async fn checkpoints(
-    State(kernel): State<Kernel>,
-    Path(id): Path<String>,
-    request: Request,
-) -> ApiResult {
-    let auth::Leased { call, id, lease } = auth::leased(&kernel, &id, request).await?;
-    let records: Captures = body::decode(&call.body)?;
-    kernel.publish_checkpoints(id, &call.principal, lease, records)?;
+pub(super) async fn checkpoints(State(kernel): State<Kernel>, call: Leased) -> ApiResult {
+    let records: Captures = call.decode()?;
+    kernel.publish_checkpoints(call.id, &call.principal, call.lease, records)?;
     Ok(no_content())
 }

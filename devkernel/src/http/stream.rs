@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, Request, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::IntoResponse;
 use tokio::sync::broadcast;
@@ -14,10 +14,10 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::time::{Instant, Interval};
 use tokio_util::sync::CancellationToken;
 
+use super::auth::{Caller, Leased, NotAgent, scope};
 use super::error::{ApiResult, no_content};
-use super::{auth, body, parse_id};
-use crate::error::KernelError;
-use crate::kernel::{DeltaRequest, Kernel, Scope};
+use super::parse_id;
+use crate::kernel::{DeltaRequest, Kernel};
 
 /// SSE comment sent every 15 s so proxies keep the connection.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -25,12 +25,11 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// `POST .../steps/{step_id}/stream`: an agent publishes a delta (`204`).
 pub(super) async fn publish(
     State(kernel): State<Kernel>,
-    Path((id, step_id)): Path<(String, String)>,
-    request: Request,
+    Path((_, step_id)): Path<(String, String)>,
+    call: Leased,
 ) -> ApiResult {
-    let auth::Leased { call, id, lease } = auth::leased(&kernel, &id, request).await?;
-    let delta: DeltaRequest = body::decode(&call.body)?;
-    kernel.stream_delta(id, &call.principal, lease, &step_id, delta)?;
+    let delta: DeltaRequest = call.decode()?;
+    kernel.stream_delta(call.id, &call.principal, call.lease, &step_id, delta)?;
     Ok(no_content())
 }
 
@@ -67,14 +66,11 @@ impl Feed {
 pub(super) async fn subscribe(
     State(kernel): State<Kernel>,
     Path(id): Path<String>,
-    request: Request,
+    _: NotAgent,
+    caller: Caller<scope::ExecutionsRead>,
 ) -> ApiResult {
-    if auth::is_agent(request.headers()) {
-        return Err(KernelError::Unauthorized.into());
-    }
-    let call = auth::client(&kernel, request, Scope::ExecutionsRead).await?;
     let id = parse_id(&id)?;
-    let deltas = kernel.subscribe_deltas(id, &call.principal)?;
+    let deltas = kernel.subscribe_deltas(id, &caller.principal)?;
     let feed = Feed {
         first: true,
         deltas,

@@ -9,6 +9,7 @@
 //! `arbitrary_precision` would change number handling for the whole workspace.
 
 use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 
 /// Why `args` could not be canonicalized.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -88,19 +89,18 @@ pub fn step_id(
     hex(&hasher.finalize())
 }
 
-/// Lowercase hex SHA-256 of `bytes`.
-/// Compares two byte strings in time independent of where they differ.
+/// Whether `a` equals `b`, in time independent of where they differ (`subtle`'s
+/// `ConstantTimeEq`). Only the lengths are compared early: a length is no secret.
 pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    a.ct_eq(b).into()
 }
 
+/// Lowercase hex SHA-256 of `bytes`.
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
 
+/// Lowercase hex of `bytes`.
 fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);

@@ -241,3 +241,13 @@ fn nesting_is_bounded_instead_of_overflowing_the_stack() {
         .unwrap();
     assert!(outcome, "refused, not overflowed");
 }
+
+#[test]
+fn constant_time_eq_compares_whole_strings() {
+    assert!(constant_time_eq(b"", b""));
+    assert!(constant_time_eq(b"s3cret", b"s3cret"));
+    assert!(!constant_time_eq(b"s3cret", b"S3cret"));
+    assert!(!constant_time_eq(b"s3cret", b"s3creT"));
+    assert!(!constant_time_eq(b"s3cret", b"s3cre"));
+    assert!(!constant_time_eq(b"s3cre", b"s3cret"));
+}
