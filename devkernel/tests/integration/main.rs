@@ -11,6 +11,7 @@ mod api_keys;
 mod auth;
 mod cli;
 mod cli_errors;
+mod clock;
 mod flow;
 mod forks;
 mod golden;
