@@ -59,7 +59,7 @@ pub use harness::{AgentSpec, DevKernel, DevKernelBuilder, DevKernelError, Served
 pub use kernel::NewExecution;
 pub use manifest::{Manifest, ManifestError};
 pub use model::{
-    AgentRecord, ApiKey, Approval, ApprovalStatus, CheckpointView, Event, Execution,
+    AgentRecord, ApiKey, Approval, ApprovalStatus, CheckpointView, Event, EventKind, Execution,
     ExecutionStatus, ForkPoints, IssuedApiKey, ResourceView, Restoration, SpawnedBy, StepDecision,
     StepRecord, StepResource, StepStatus, Timestamp,
 };

@@ -1,7 +1,7 @@
 //! `rebuno-dev`: serve the in-memory kernel, or talk to a running one.
 //!
 //! ```text
-//! rebuno-dev [serve] [--config FILE] [--addr HOST:PORT]
+//! rebuno-dev [serve] [--config FILE] [--addr HOST:PORT] [--data-dir DIR]
 //! rebuno-dev exec create <agent> ['<json>'] [--session S] [--watch]
 //! rebuno-dev exec list|get|events|cancel ...
 //! rebuno-dev approvals list|grant|deny ...
@@ -59,6 +59,10 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     let mut builder = DevKernel::builder()
         .addr(args.addr)
         .bearer_token(std::env::var("REBUNO_BEARER_TOKEN").ok());
+    if let Some(dir) = &args.data_dir {
+        tracing::info!(dir = %dir.display(), "event log persisted");
+        builder = builder.data_dir(dir);
+    }
     if let Some(path) = &args.config {
         let manifest = Manifest::load(path).map_err(|e| e.to_string())?;
         for agent in manifest.agents {

@@ -1,4 +1,5 @@
-//! `rebuno-dev [--config FILE] [--addr HOST:PORT]`: the serve command's arguments.
+//! `rebuno-dev [--config FILE] [--addr HOST:PORT] [--data-dir DIR]`: the serve command's
+//! arguments.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -13,11 +14,17 @@ pub struct ServeArgs {
     pub config: Option<PathBuf>,
     /// Listen address (default `127.0.0.1:8080`).
     pub addr: SocketAddr,
+    /// Where the event log persists; `None` (the default) keeps it in memory.
+    pub data_dir: Option<PathBuf>,
 }
 
 /// Parses the serve flags.
 pub(crate) fn parse(args: &[String]) -> Result<ServeArgs, CliError> {
-    let scanned = Scanned::scan(args, &["--config", "-c", "--addr", "-a"], &[])?;
+    let scanned = Scanned::scan(
+        args,
+        &["--config", "-c", "--addr", "-a", "--data-dir", "-d"],
+        &[],
+    )?;
     if let Some(extra) = scanned.positional.first() {
         return Err(CliError::Usage(format!("unknown argument {extra:?}")));
     }
@@ -30,5 +37,6 @@ pub(crate) fn parse(args: &[String]) -> Result<ServeArgs, CliError> {
     Ok(ServeArgs {
         config: scanned.value(&["--config", "-c"]).map(PathBuf::from),
         addr,
+        data_dir: scanned.value(&["--data-dir", "-d"]).map(PathBuf::from),
     })
 }

@@ -48,6 +48,7 @@ const KINDS: &[&str] = &[
     "dispatch.acked",
     "dispatch.failed",
     "dispatch.queued",
+    "dispatch.reclaimed",
     "execution.blocked",
     "execution.cancelled",
     "execution.completed",
@@ -60,6 +61,7 @@ const KINDS: &[&str] = &[
     "resource.checkpoint_failed",
     "resource.checkpointed",
     "resource.initialized",
+    "resource.reconfigured",
     "resource.registered",
     "step.allowed",
     "step.awaiting_approval",
@@ -93,6 +95,7 @@ async fn event_wire_format_matches_golden() {
         Box::pin(approvals()),
         Box::pin(rate_limits()),
         Box::pin(dispatch_exhausted()),
+        Box::pin(lease_expiry()),
         Box::pin(sessions()),
         Box::pin(subagents()),
         Box::pin(resources_and_forks()),
@@ -121,6 +124,15 @@ async fn event_wire_format_matches_golden() {
     }
 
     let expected: BTreeSet<String> = KINDS.iter().map(|k| (*k).to_owned()).collect();
+    let every: BTreeSet<String> = rebuno_devkernel::EventKind::ALL
+        .iter()
+        .map(|k| k.as_str().to_owned())
+        .filter(|k| k != "dispatch.discarded")
+        .collect();
+    assert_eq!(
+        expected, every,
+        "KINDS must list every EventKind but dispatch.discarded"
+    );
     let missing: Vec<&String> = expected.difference(&kinds).collect();
     let unlisted: Vec<&String> = kinds.difference(&expected).collect();
     assert!(
@@ -739,6 +751,37 @@ async fn dispatch_exhausted() -> Section {
         kernel,
         &mut agent,
         &[("every delivery refused", id)],
+    )
+    .await
+}
+
+/// A manual clock runs a lease out: the reclaim is visible and the next attempt delivered;
+/// a re-registration that changes the checkpoint interval is visible too.
+async fn lease_expiry() -> Section {
+    let mut agent = FakeAgent::start().await;
+    let kernel = DevKernel::builder().manual_clock().start().await.unwrap();
+    kernel
+        .register_agent(AgentSpec::new("hello", &agent.url, SECRET))
+        .unwrap();
+    let silent = start(
+        &kernel,
+        &mut agent,
+        json!({"agent_id": "hello", "input": 1}),
+    )
+    .await;
+    assert_eq!(silent.post("/resources", WORKSPACE).await.0, 200);
+    let every_three = WORKSPACE.replace(r#""every_steps":1"#, r#""every_steps":3"#);
+    assert_eq!(silent.post("/resources", &every_three).await.0, 200);
+    assert_eq!(silent.post("/resources", &every_three).await.0, 200);
+    kernel.advance(Duration::from_secs(121)).unwrap();
+    let again = deliver(&kernel, &mut agent, silent.id).await;
+    assert_eq!(again.attempt, 2);
+    done(&again, "/complete", r#"{"output":"late"}"#).await;
+    finish(
+        "lease_expiry",
+        kernel,
+        &mut agent,
+        &[("a lease run out, reclaimed", silent.id)],
     )
     .await
 }

@@ -19,6 +19,7 @@ mod limits;
 mod policy_approvals;
 mod policy_test;
 mod resources;
+mod restart;
 mod serve;
 mod sessions_subagents;
 mod stream;
