@@ -315,23 +315,14 @@ impl Kernel {
 /// The projection of a new, pending execution.
 fn new_execution(plan: &Plan, id: Uuid, created: Timestamp) -> Execution {
     let request = &plan.request;
+    let input = request.input.clone().unwrap_or(Value::Null);
     Execution {
-        id,
-        agent_id: request.agent_id.clone(),
         session: plan.session.clone(),
         parent_execution_id: plan.parent,
-        forked_from: None,
-        fork_seq: None,
         idempotency_key: plan.key.clone(),
         spawned_by: request.spawned_by.clone(),
         on_behalf_of: non_empty(request.on_behalf_of.clone()),
-        input: request.input.clone().unwrap_or(Value::Null),
-        status: ExecutionStatus::Pending,
-        output: None,
-        failure_reason: String::new(),
-        created_at: created,
-        updated_at: created,
-        restoration: None,
+        ..Execution::pending(id, request.agent_id.clone(), input, created)
     }
 }
 

@@ -114,3 +114,28 @@ pub struct Execution {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restoration: Option<BTreeMap<String, Restoration>>,
 }
+
+impl Execution {
+    /// A new, pending execution of `agent_id` created at `created` (no session, parent,
+    /// key, output or failure yet).
+    pub(crate) fn pending(id: Uuid, agent_id: String, input: Value, created: Timestamp) -> Self {
+        Self {
+            id,
+            agent_id,
+            session: None,
+            parent_execution_id: None,
+            forked_from: None,
+            fork_seq: None,
+            idempotency_key: None,
+            spawned_by: None,
+            on_behalf_of: None,
+            input,
+            status: ExecutionStatus::Pending,
+            output: None,
+            failure_reason: String::new(),
+            created_at: created,
+            updated_at: created,
+            restoration: None,
+        }
+    }
+}

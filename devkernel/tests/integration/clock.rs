@@ -89,18 +89,7 @@ async fn a_lease_the_agent_lets_expire_is_reclaimed_visibly_and_delivered_again(
 #[tokio::test]
 async fn a_refusing_agent_is_retried_on_the_clock_and_the_failure_names_its_last_answer() {
     let agent = FakeAgent::start_with(StatusCode::UNAUTHORIZED).await;
-    let kernel = DevKernel::builder()
-        .manual_clock()
-        .max_attempts(3)
-        .retry_backoff(Duration::from_secs(60), Duration::from_secs(600))
-        .agent(AgentSpec::new("hello", &agent.url, SECRET))
-        .start()
-        .await
-        .unwrap();
-    let created = kernel
-        .create_execution(NewExecution::new("hello", json!({})))
-        .await
-        .unwrap();
+    let (kernel, created) = delivering_to(&agent.url, 3).await;
     wait_for(&kernel, created.id, "dispatch.failed").await;
     // A minute of backoff passes in no real time; then two minutes.
     kernel.advance(Duration::from_secs(76)).unwrap();
@@ -123,6 +112,24 @@ async fn a_refusing_agent_is_retried_on_the_clock_and_the_failure_names_its_last
         json!({"attempt": 3, "http_status": 401, "error": "http_status"})
     );
     kernel.shutdown().await;
+}
+
+/// A manual-clock kernel delivering one new execution to `url`, `attempts` times at most,
+/// a minute of backoff doubling.
+async fn delivering_to(url: &str, attempts: u32) -> (DevKernel, rebuno_devkernel::Execution) {
+    let kernel = DevKernel::builder()
+        .manual_clock()
+        .max_attempts(attempts)
+        .retry_backoff(Duration::from_secs(60), Duration::from_secs(600))
+        .agent(AgentSpec::new("hello", url, SECRET))
+        .start()
+        .await
+        .unwrap();
+    let created = kernel
+        .create_execution(NewExecution::new("hello", json!({})))
+        .await
+        .unwrap();
+    (kernel, created)
 }
 
 async fn wait_for_count(kernel: &DevKernel, id: uuid::Uuid, kind: &str, count: usize) {
@@ -148,17 +155,7 @@ async fn an_agent_that_never_answers_is_recorded_as_a_transport_failure() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}/webhook", closed.local_addr().unwrap());
     drop(closed);
-    let kernel = DevKernel::builder()
-        .manual_clock()
-        .max_attempts(1)
-        .agent(AgentSpec::new("hello", &url, SECRET))
-        .start()
-        .await
-        .unwrap();
-    let created = kernel
-        .create_execution(NewExecution::new("hello", json!({})))
-        .await
-        .unwrap();
+    let (kernel, created) = delivering_to(&url, 1).await;
     wait_for(&kernel, created.id, "execution.failed").await;
     let failed = &events_of(&kernel, created.id, "dispatch.failed")[0];
     assert_eq!(failed.payload["error"], "connect");

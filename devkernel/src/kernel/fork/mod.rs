@@ -14,7 +14,7 @@ use super::create::{non_empty, valid_label};
 use super::{Kernel, Principal};
 use crate::error::KernelError;
 use crate::event::{EventBody, Forked};
-use crate::model::{Execution, ExecutionStatus, ForkPoints, Timestamp};
+use crate::model::{Execution, ForkPoints, Timestamp};
 use crate::policy::Policy;
 use crate::store::{ExecCell, ExecState, Recorder};
 
@@ -45,23 +45,14 @@ fn fork_execution(
     session: Option<String>,
     created: Timestamp,
 ) -> Execution {
+    let input = source.input.clone();
     Execution {
-        id,
-        agent_id: source.agent_id.clone(),
         session,
         parent_execution_id: source.parent_execution_id,
         forked_from: Some(source.id),
         fork_seq: Some(at_seq),
-        idempotency_key: None,
-        spawned_by: None,
         on_behalf_of: source.on_behalf_of.clone(),
-        input: source.input.clone(),
-        status: ExecutionStatus::Pending,
-        output: None,
-        failure_reason: String::new(),
-        created_at: created,
-        updated_at: created,
-        restoration: None,
+        ..Execution::pending(id, source.agent_id.clone(), input, created)
     }
 }
 
