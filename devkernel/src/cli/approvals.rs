@@ -63,9 +63,11 @@ pub(crate) fn parse(args: &[String]) -> Result<ApprovalsCommand, CliError> {
 fn parse_list(rest: &[String]) -> Result<ApprovalsCommand, CliError> {
     let scanned = Scanned::scan(rest, &["--status"], &[])?;
     scanned.arity(0, 0, "no arguments")?;
-    Ok(ApprovalsCommand::List {
-        status: scanned.value(&["--status"]),
-    })
+    let status = scanned.value(&["--status"]);
+    if let Some(name) = &status {
+        approval_status(name)?;
+    }
+    Ok(ApprovalsCommand::List { status })
 }
 
 /// `approvals grant|deny <id> [--by NAME] [--reason TEXT]`.
@@ -198,6 +200,7 @@ mod tests {
                 status: Some("expired".into())
             }
         );
-        assert_eq!(approval_status("all").unwrap_err().exit_code(), 2);
+        let error = parse_words(&["list", "--status", "all"]).unwrap_err();
+        assert_eq!(error.exit_code(), 2, "{error}");
     }
 }

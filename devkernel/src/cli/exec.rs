@@ -114,9 +114,13 @@ fn parse_list(rest: &[String]) -> Result<ExecCommand, CliError> {
         ),
         None => None,
     };
+    let status = scanned.value(&["--status"]);
+    if let Some(name) = &status {
+        execution_status(name)?;
+    }
     Ok(ExecCommand::List {
         agent: scanned.value(&["--agent"]),
-        status: scanned.value(&["--status"]),
+        status,
         session: scanned.value(&["--session"]),
         limit,
     })
@@ -414,17 +418,18 @@ mod tests {
     }
 
     #[test]
-    fn statuses_by_name() {
-        assert_eq!(status_name(ExecutionStatus::Cancelled), "cancelled");
-        assert_eq!(
-            execution_status("completed").unwrap(),
-            ExecutionStatus::Completed
-        );
-        let error = execution_status("done").unwrap_err();
+    fn statuses_are_checked_when_parsed() {
+        assert!(parse_words(&["list", "--status", "blocked"]).is_ok());
+        let error = parse_words(&["list", "--status", "done"]).unwrap_err();
         assert_eq!(error.exit_code(), 2);
         assert!(
             error.to_string().starts_with("bad --status \"done\""),
             "{error}"
+        );
+        assert_eq!(status_name(ExecutionStatus::Cancelled), "cancelled");
+        assert_eq!(
+            execution_status("completed").unwrap(),
+            ExecutionStatus::Completed
         );
     }
 }
