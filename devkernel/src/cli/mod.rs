@@ -112,9 +112,9 @@ pub enum CliError {
     Api {
         /// HTTP status.
         status: u16,
-        /// Envelope `code` (`error` when the answer had no envelope).
+        /// Envelope `code` (the SDK names an answer without an envelope `internal_error`).
         code: String,
-        /// Envelope `message` (the body, or the status's reason, when it had none).
+        /// Envelope `message` (the body of an answer without an envelope, trimmed).
         message: String,
     },
     /// `exec create` named an agent the kernel does not know.
