@@ -16,6 +16,7 @@ pub struct ClientBuilder {
     base_url: Option<String>,
     api_key: Option<Secret>,
     timeout: Option<Duration>,
+    max_attempts: Option<u32>,
     runtime: Option<Runtime>,
     transport: Option<SharedTransport>,
 }
@@ -36,6 +37,24 @@ impl ClientBuilder {
     /// Timeout of each request. Defaults to 35 s.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
+        self
+    }
+
+    /// How many times a request is tried in all while the kernel cannot be reached or answers
+    /// `502`, `503` or `504`. Defaults to 6, backing off from 250 ms to 8 s between tries;
+    /// `1` (or `0`) tries once, for callers that report failures at once, such as a terminal
+    /// command.
+    ///
+    /// ```no_run
+    /// # fn demo() -> rebuno::Result<()> {
+    /// let client = rebuno::client::Client::builder()
+    ///     .base_url("http://127.0.0.1:8080")
+    ///     .max_attempts(1)
+    ///     .build()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn max_attempts(mut self, attempts: u32) -> Self {
+        self.max_attempts = Some(attempts);
         self
     }
 
@@ -69,7 +88,10 @@ impl ClientBuilder {
         let timeout = self.timeout.unwrap_or(crate::config::DEFAULT_TIMEOUT);
         match (base, runtime, transport) {
             (Some(base), Some(runtime), Some(transport)) if problems.is_empty() => {
-                let exchange = Exchange::new(transport, runtime, timeout);
+                let mut exchange = Exchange::new(transport, runtime, timeout);
+                if let Some(attempts) = self.max_attempts {
+                    exchange.retry.attempts = attempts.max(1);
+                }
                 Ok(Client {
                     inner: Arc::new(Inner {
                         base,
@@ -82,6 +104,25 @@ impl ClientBuilder {
                 ErrorKind::Config,
                 format!("invalid client configuration: {}", problems.join("; ")),
             )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use http::StatusCode;
+
+    use super::super::fake::FakeKernel;
+
+    #[tokio::test]
+    async fn max_attempts_bounds_the_tries_of_an_unavailable_kernel() {
+        let unavailable = r#"{"code":"unavailable","message":"starting"}"#;
+        for (attempts, tries) in [(1, 1), (0, 1), (2, 2)] {
+            let kernel = FakeKernel::answering(StatusCode::SERVICE_UNAVAILABLE, unavailable);
+            let client = kernel.builder().max_attempts(attempts).build().unwrap();
+            let error = client.agents().await.unwrap_err();
+            assert_eq!(error.status(), Some(StatusCode::SERVICE_UNAVAILABLE));
+            assert_eq!(kernel.requests().len(), tries, "max_attempts({attempts})");
         }
     }
 }

@@ -1,7 +1,11 @@
-//! The client API: create, inspect, cancel and fork executions; resolve approvals.
+//! The client API: create, inspect, cancel and fork executions; resolve approvals; list the
+//! registered agents.
 
+mod agents;
 mod builder;
 mod decide;
+#[cfg(test)]
+mod fake;
 mod listings;
 mod requests;
 mod stream;
@@ -14,6 +18,7 @@ use http::Method;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+pub use self::agents::AgentRecord;
 pub use self::builder::ClientBuilder;
 pub use self::decide::Decide;
 use self::decide::Verdict;

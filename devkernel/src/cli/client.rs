@@ -1,17 +1,16 @@
-//! The HTTP client the terminal commands share: base URL, optional bearer token, JSON in
-//! and out, the error envelope mapped to [`CliError::Api`].
+//! The kernel the terminal commands talk to: the SDK's [`rebuno::client::Client`] for every
+//! call, and its errors mapped to [`CliError`] (unreachable, the kernel's envelope, other).
 
-use std::time::Duration;
+use std::fmt;
+use std::future::Future;
 
-use serde_json::Value;
+use rebuno::ErrorKind;
+use rebuno::client::Client;
 
 use super::CliError;
 
-/// Client timeout, as the SDKs use.
-const TIMEOUT: Duration = Duration::from_secs(35);
-
 /// Where the kernel is and how to authenticate.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Connection {
     /// Base URL, e.g. `http://127.0.0.1:8080`.
     pub url: String,
@@ -19,152 +18,187 @@ pub struct Connection {
     pub token: Option<String>,
 }
 
-/// A connected client.
-#[derive(Debug, Clone)]
-pub(crate) struct Client {
-    base: String,
-    token: Option<String>,
-    http: reqwest::Client,
+impl fmt::Debug for Connection {
+    /// Shows whether a token is set, never the token.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Connection")
+            .field("url", &self.url)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
-impl Client {
-    /// A client for `connection`.
-    pub(crate) fn new(connection: &Connection) -> Result<Self, CliError> {
-        let http = reqwest::Client::builder()
-            .timeout(TIMEOUT)
+/// A running kernel, reached over HTTP with the SDK's client.
+#[derive(Debug, Clone)]
+pub(crate) struct Remote {
+    /// The base URL as given, without a trailing `/`, for messages.
+    url: String,
+    client: Client,
+}
+
+impl Remote {
+    /// A client of the kernel `connection` names, with its token and nothing from the
+    /// environment (the command line has resolved `REBUNO_URL` and `REBUNO_API_KEY` already).
+    pub(crate) fn connect(connection: &Connection) -> Result<Self, CliError> {
+        let url = connection.url.trim_end_matches('/').to_owned();
+        let client = Client::builder()
+            .base_url(url.clone())
+            // An empty key is "no token", and keeps the builder from reading REBUNO_API_KEY.
+            .api_key(connection.token.clone().unwrap_or_default())
+            // A terminal command reports a failure at once rather than retrying for seconds.
+            .max_attempts(1)
             .build()
-            .map_err(|source| CliError::Transport {
-                url: connection.url.clone(),
-                source,
-            })?;
-        Ok(Self {
-            base: connection.url.trim_end_matches('/').to_owned(),
-            token: connection.token.clone().filter(|t| !t.is_empty()),
-            http,
-        })
+            .map_err(CliError::Sdk)?;
+        Ok(Self { url, client })
+    }
+
+    /// A remote for an already built client (tests with a stand-in transport).
+    #[cfg(test)]
+    pub(crate) fn with_client(url: &str, client: Client) -> Self {
+        Self {
+            url: url.to_owned(),
+            client,
+        }
     }
 
     /// The kernel's base URL, without a trailing `/`.
-    pub(crate) fn base(&self) -> &str {
-        &self.base
+    pub(crate) fn url(&self) -> &str {
+        &self.url
     }
 
-    /// The SDK's client for the same kernel and token.
-    pub(crate) fn sdk(&self) -> Result<rebuno::client::Client, CliError> {
-        let builder = rebuno::client::Client::builder().base_url(self.base.clone());
-        let builder = match &self.token {
-            Some(token) => builder.api_key(token.clone()),
-            None => builder,
-        };
-        Ok(builder.build()?)
+    /// The SDK client, to start a call with; finish it with [`call`](Self::call).
+    pub(crate) fn client(&self) -> &Client {
+        &self.client
     }
 
-    /// `GET path` → JSON.
-    pub(crate) async fn get(&self, path: &str) -> Result<Value, CliError> {
-        self.send(reqwest::Method::GET, path, None).await
-    }
-
-    /// `POST path` with an optional JSON body → JSON (`null` for `204`).
-    pub(crate) async fn post(&self, path: &str, body: Option<&Value>) -> Result<Value, CliError> {
-        self.send(reqwest::Method::POST, path, body).await
-    }
-
-    async fn send(
+    /// Awaits an SDK call and maps its error with [`error`](Self::error).
+    pub(crate) async fn call<T>(
         &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<&Value>,
-    ) -> Result<Value, CliError> {
-        let url = format!("{}{path}", self.base);
-        let mut request = self.http.request(method, &url);
-        if let Some(token) = &self.token {
-            request = request.header("Authorization", format!("Bearer {token}"));
+        request: impl Future<Output = rebuno::Result<T>>,
+    ) -> Result<T, CliError> {
+        request.await.map_err(|error| self.error(error))
+    }
+
+    /// An SDK error as the CLI reports it: [`CliError::Http`] when the kernel could not be
+    /// reached, [`CliError::Api`] with the status, code and message of an answer, else
+    /// [`CliError::Sdk`].
+    pub(crate) fn error(&self, error: rebuno::Error) -> CliError {
+        if error.kind() == ErrorKind::Network {
+            return CliError::Http {
+                url: self.url.clone(),
+                source: error,
+            };
         }
-        if let Some(body) = body {
-            request = request
-                .header("Content-Type", "application/json")
-                .body(body.to_string());
-        }
-        let response = request.send().await.map_err(|source| CliError::Http {
-            url: self.base.clone(),
-            source,
-        })?;
-        let status = response.status().as_u16();
-        let text = response
-            .text()
-            .await
-            .map_err(|source| CliError::Transport {
-                url: url.clone(),
-                source,
-            })?;
-        tracing::debug!(%url, status, "kernel answered");
-        let json = if text.trim().is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        let Some(status) = error.status() else {
+            return CliError::Sdk(error);
         };
-        if status >= 400 {
-            return Err(api_error(status, &json));
+        let message = error.to_string().trim().to_owned();
+        CliError::Api {
+            status: status.as_u16(),
+            code: error.code().unwrap_or("error").to_owned(),
+            message: if message.is_empty() {
+                status.canonical_reason().unwrap_or("no message").to_owned()
+            } else {
+                message
+            },
         }
-        Ok(json)
     }
-}
-
-/// `{"code", "message"}` (or a plain body) as an error; without either, the message is the
-/// body as sent, else the status's reason.
-fn api_error(status: u16, body: &Value) -> CliError {
-    let field = |name: &str| body.get(name).and_then(Value::as_str).map(str::to_owned);
-    let message = field("message")
-        .or_else(|| body.as_str().map(|s| s.trim().to_owned()))
-        .or_else(|| (!body.is_null()).then(|| body.to_string()))
-        .filter(|m| !m.is_empty())
-        .unwrap_or_else(|| reason(status));
-    CliError::Api {
-        status,
-        code: field("code").unwrap_or_else(|| "error".to_owned()),
-        message,
-    }
-}
-
-/// The canonical reason of `status`, e.g. `Method Not Allowed`.
-fn reason(status: u16) -> String {
-    http::StatusCode::from_u16(status)
-        .ok()
-        .and_then(|s| s.canonical_reason())
-        .unwrap_or("no message")
-        .to_owned()
 }
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use std::time::Duration;
+
+    use bytes::Bytes;
+    use rebuno::kernel::{Transport, TransportError, TransportErrorKind, TransportFuture};
 
     use super::*;
 
-    fn text(status: u16, body: &Value) -> String {
-        api_error(status, body).to_string()
+    /// Answers every request with one status and body, or fails to connect (`status` 0).
+    #[derive(Debug)]
+    struct Canned(u16, &'static str);
+
+    impl Transport for Canned {
+        fn send(&self, _: http::Request<Bytes>, _: Duration) -> TransportFuture {
+            let answer = if self.0 == 0 {
+                let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+                Err(TransportError::new(TransportErrorKind::Connect, refused))
+            } else {
+                Ok(http::Response::builder()
+                    .status(self.0)
+                    .body(Bytes::from_static(self.1.as_bytes()))
+                    .unwrap())
+            };
+            Box::pin(async move { answer })
+        }
+    }
+
+    /// The CLI's error of `GET /v0/executions/x` answered `status` with `body`.
+    async fn error(status: u16, body: &'static str) -> CliError {
+        let client = Client::builder()
+            .base_url("http://k:1")
+            .max_attempts(1)
+            .transport(Canned(status, body))
+            .build()
+            .unwrap();
+        let remote = Remote::with_client("http://k:1", client);
+        remote
+            .call(remote.client().get("x"))
+            .await
+            .map(drop)
+            .unwrap_err()
+    }
+
+    #[tokio::test]
+    async fn error_answers_name_status_code_and_message() {
+        let envelope = r#"{"code": "conflict", "message": "conflict: not running"}"#;
+        assert_eq!(
+            error(409, envelope).await.to_string(),
+            "kernel answered 409 conflict: conflict: not running"
+        );
+        let unauthorized = r#"{"code": "unauthorized", "message": "unauthorized"}"#;
+        let text = error(401, unauthorized).await.to_string();
+        assert!(text.ends_with("; set --token or REBUNO_API_KEY"), "{text}");
+        // Without an envelope, the SDK names the answer `internal_error` with its body.
+        assert_eq!(
+            error(502, "bad gateway\n").await.to_string(),
+            "kernel answered 502 internal_error: bad gateway"
+        );
+        assert!(matches!(
+            error(400, r#"{"code":"validation_error","message":"invalid id"}"#).await,
+            CliError::Api { status: 400, .. }
+        ));
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_kernel_and_an_unreadable_answer() {
+        let refused = error(0, "").await;
+        assert!(matches!(&refused, CliError::Http { url, .. } if url == "http://k:1"));
+        assert!(
+            refused
+                .to_string()
+                .starts_with("could not reach the kernel at http://k:1: ")
+        );
+        let unreadable = error(200, "not json").await;
+        assert!(matches!(unreadable, CliError::Sdk(_)));
+        assert!(
+            unreadable
+                .to_string()
+                .starts_with("unexpected kernel response: expected ident"),
+            "{unreadable}"
+        );
     }
 
     #[test]
-    fn error_answers_name_code_and_message() {
-        let envelope = json!({"code": "conflict", "message": "conflict: not running"});
-        assert_eq!(
-            text(409, &envelope),
-            "kernel answered 409 conflict: conflict: not running"
+    fn the_token_stays_out_of_debug() {
+        let connection = Connection {
+            url: "http://k:1".into(),
+            token: Some("rbk_secret".into()),
+        };
+        let shown = format!("{connection:?}");
+        assert!(
+            !shown.contains("rbk_secret") && shown.contains("<redacted>"),
+            "{shown}"
         );
-        assert_eq!(
-            text(502, &json!("bad gateway\n")),
-            "kernel answered 502 error: bad gateway"
-        );
-        assert_eq!(
-            text(405, &Value::Null),
-            "kernel answered 405 error: Method Not Allowed"
-        );
-        assert_eq!(
-            text(500, &json!({"error": "boom"})),
-            r#"kernel answered 500 error: {"error":"boom"}"#
-        );
-        let unauthorized = json!({"code": "unauthorized", "message": "unauthorized"});
-        assert!(text(401, &unauthorized).ends_with("; set --token or REBUNO_API_KEY"));
     }
 }

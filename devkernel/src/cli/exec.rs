@@ -2,10 +2,12 @@
 
 use std::io::Write;
 
-use serde_json::{Value, json};
+use rebuno::client::{Client, CreateExecution, ListExecutions};
+use rebuno::wire::{Execution, ExecutionStatus};
+use serde_json::Value;
 
 use super::args::Scanned;
-use super::client::Client;
+use super::client::Remote;
 use super::{CliError, Outcome, watch};
 
 /// Usage of the `exec` group.
@@ -60,6 +62,7 @@ pub enum ExecCommand {
     Cancel(String),
 }
 
+/// The one `<id>` argument of `get`, `events` and `cancel`.
 fn one_id(rest: &[String], what: &str) -> Result<String, CliError> {
     let scanned = Scanned::scan(rest, &[], &[])?;
     scanned.arity(1, 1, what)?;
@@ -72,41 +75,8 @@ pub(crate) fn parse(args: &[String]) -> Result<ExecCommand, CliError> {
         return Err(CliError::Usage("exec needs a command".to_owned()));
     };
     match command.as_str() {
-        "create" => {
-            let scanned = Scanned::scan(rest, &["--session", "-s"], &["--watch", "-w"])?;
-            scanned.arity(1, 2, "<agent> ['<json input>']")?;
-            let input = match scanned.positional.get(1) {
-                Some(text) => Some(
-                    serde_json::from_str(text)
-                        .map_err(|e| CliError::Usage(format!("input is not JSON: {e}")))?,
-                ),
-                None => None,
-            };
-            Ok(ExecCommand::Create {
-                agent: scanned.positional[0].clone(),
-                input,
-                session: scanned.value(&["--session", "-s"]),
-                watch: scanned.has(&["--watch", "-w"]),
-            })
-        }
-        "list" | "ls" => {
-            let scanned =
-                Scanned::scan(rest, &["--agent", "--status", "--session", "--limit"], &[])?;
-            scanned.arity(0, 0, "no arguments")?;
-            let limit = match scanned.value(&["--limit"]) {
-                Some(text) => Some(
-                    text.parse()
-                        .map_err(|_| CliError::Usage(format!("bad --limit {text:?}")))?,
-                ),
-                None => None,
-            };
-            Ok(ExecCommand::List {
-                agent: scanned.value(&["--agent"]),
-                status: scanned.value(&["--status"]),
-                session: scanned.value(&["--session"]),
-                limit,
-            })
-        }
+        "create" => parse_create(rest),
+        "list" | "ls" => parse_list(rest),
         "get" => Ok(ExecCommand::Get(one_id(rest, "<id>")?)),
         "events" => Ok(ExecCommand::Events(one_id(rest, "<id>")?)),
         "cancel" => Ok(ExecCommand::Cancel(one_id(rest, "<id>")?)),
@@ -114,42 +84,69 @@ pub(crate) fn parse(args: &[String]) -> Result<ExecCommand, CliError> {
     }
 }
 
-/// `?k=v&...` of the non-empty filters (values are percent-encoded).
-fn query(pairs: &[(&str, Option<String>)]) -> String {
-    let parts: Vec<String> = pairs
-        .iter()
-        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={}", encode(v))))
-        .collect();
-    if parts.is_empty() {
-        String::new()
-    } else {
-        format!("?{}", parts.join("&"))
+/// `exec create <agent> ['<json input>'] [--session S] [--watch]`.
+fn parse_create(rest: &[String]) -> Result<ExecCommand, CliError> {
+    let scanned = Scanned::scan(rest, &["--session", "-s"], &["--watch", "-w"])?;
+    scanned.arity(1, 2, "<agent> ['<json input>']")?;
+    let input = match scanned.positional.get(1) {
+        Some(text) => Some(
+            serde_json::from_str(text)
+                .map_err(|e| CliError::Usage(format!("input is not JSON: {e}")))?,
+        ),
+        None => None,
+    };
+    Ok(ExecCommand::Create {
+        agent: scanned.positional[0].clone(),
+        input,
+        session: scanned.value(&["--session", "-s"]),
+        watch: scanned.has(&["--watch", "-w"]),
+    })
+}
+
+/// `exec list [--agent A] [--status S] [--session S] [--limit N]`.
+fn parse_list(rest: &[String]) -> Result<ExecCommand, CliError> {
+    let scanned = Scanned::scan(rest, &["--agent", "--status", "--session", "--limit"], &[])?;
+    scanned.arity(0, 0, "no arguments")?;
+    let limit = match scanned.value(&["--limit"]) {
+        Some(text) => Some(
+            text.parse()
+                .map_err(|_| CliError::Usage(format!("bad --limit {text:?}")))?,
+        ),
+        None => None,
+    };
+    let status = scanned.value(&["--status"]);
+    if let Some(name) = &status {
+        execution_status(name)?;
+    }
+    Ok(ExecCommand::List {
+        agent: scanned.value(&["--agent"]),
+        status,
+        session: scanned.value(&["--session"]),
+        limit,
+    })
+}
+
+/// The execution status `name` spells; a usage error for any other word.
+fn execution_status(name: &str) -> Result<ExecutionStatus, CliError> {
+    match serde_json::from_value(Value::String(name.to_owned())) {
+        Ok(status) if status != ExecutionStatus::Unknown => Ok(status),
+        _ => Err(CliError::Usage(format!(
+            "bad --status {name:?}: pending, running, blocked, completed, failed or cancelled"
+        ))),
     }
 }
 
-/// Percent-encodes everything but unreserved characters.
-fn encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                char::from(b).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-fn text(value: &Value, field: &str) -> String {
-    value
-        .get(field)
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_owned()
+/// The status as the kernel spells it, e.g. `running`.
+fn status_name(status: ExecutionStatus) -> String {
+    serde_json::to_value(status)
+        .ok()
+        .and_then(|name| name.as_str().map(str::to_owned))
+        .unwrap_or_default()
 }
 
 /// Runs an `exec` subcommand.
 pub(crate) async fn run(
-    client: &Client,
+    remote: &Remote,
     command: ExecCommand,
     out: &mut (dyn Write + Send),
 ) -> Result<Outcome, CliError> {
@@ -159,53 +156,60 @@ pub(crate) async fn run(
             input,
             session,
             watch,
-        } => create(client, &agent, input, session, watch, out).await,
+        } => {
+            let request = creation(remote.client(), &agent, input, session);
+            create(remote, request, &agent, watch, out).await
+        }
         ExecCommand::List {
             agent,
             status,
             session,
             limit,
         } => {
-            let filters = [
-                ("agent_id", agent),
-                ("status", status),
-                ("session", session),
-                ("limit", limit.map(|l| l.to_string())),
-            ];
-            list(client, &filters, out).await
+            let status = status.as_deref().map(execution_status).transpose()?;
+            let request = listing(remote.client(), agent, status, session, limit);
+            list(remote, request, out).await
         }
-        ExecCommand::Get(id) => get(client, &id, out).await,
-        ExecCommand::Events(id) => events(client, &id, out).await,
-        ExecCommand::Cancel(id) => cancel(client, &id, out).await,
+        ExecCommand::Get(id) => get(remote, &id, out).await,
+        ExecCommand::Events(id) => events(remote, &id, out).await,
+        ExecCommand::Cancel(id) => cancel(remote, &id, out).await,
     }
 }
 
-/// `exec create`: prints `id status`, then with `watch` follows the execution to its end.
-async fn create(
+/// The SDK request of `exec create`.
+fn creation(
     client: &Client,
     agent: &str,
     input: Option<Value>,
     session: Option<String>,
+) -> CreateExecution {
+    let mut request = client.create(agent);
+    if let Some(input) = input {
+        request = request.input(input);
+    }
+    if let Some(session) = session {
+        request = request.session(session);
+    }
+    request
+}
+
+/// `exec create`: prints `id status`, then with `watch` follows the execution to its end.
+async fn create(
+    remote: &Remote,
+    request: CreateExecution,
+    agent: &str,
     watch: bool,
     out: &mut (dyn Write + Send),
 ) -> Result<Outcome, CliError> {
-    let mut body = json!({"agent_id": agent});
-    if let Some(input) = input {
-        body["input"] = input;
-    }
-    if let Some(session) = session {
-        body["session"] = json!(session);
-    }
-    let created = match client.post("/v0/executions", Some(&body)).await {
+    let created = match remote.call(request.send()).await {
         Ok(created) => created,
-        Err(error) => return Err(explain_create_error(client, agent, error).await),
+        Err(error) => return Err(explain_create_error(remote, agent, error).await),
     };
-    let id = text(&created, "id");
-    writeln!(out, "{id} {}", text(&created, "status"))?;
+    writeln!(out, "{} {}", created.id, status_name(created.status))?;
     if !watch {
         return Ok(Outcome::Success);
     }
-    let completed = watch::follow(client, &id, out).await?;
+    let completed = watch::follow(remote, &created.id, out).await?;
     Ok(if completed {
         Outcome::Success
     } else {
@@ -219,7 +223,7 @@ const AGENT_NOT_FOUND: &str = "not found: agent";
 /// Turns a `404 not_found` of `create` about `agent` into [`CliError::UnknownAgent`], with
 /// the registered agents when the kernel lists them (`GET /v0/agents`); any other error is
 /// returned as it is.
-async fn explain_create_error(client: &Client, agent: &str, error: CliError) -> CliError {
+async fn explain_create_error(remote: &Remote, agent: &str, error: CliError) -> CliError {
     let CliError::Api {
         status: 404,
         code,
@@ -231,7 +235,7 @@ async fn explain_create_error(client: &Client, agent: &str, error: CliError) -> 
     if code != "not_found" {
         return error;
     }
-    let registered = registered_agents(client).await;
+    let registered = registered_agents(remote).await;
     let unknown = match &registered {
         Some(ids) => !ids.iter().any(|id| id == agent),
         None => message == AGENT_NOT_FOUND,
@@ -241,91 +245,109 @@ async fn explain_create_error(client: &Client, agent: &str, error: CliError) -> 
     }
     CliError::UnknownAgent {
         agent: agent.to_owned(),
-        url: client.base().to_owned(),
+        url: remote.url().to_owned(),
         registered,
     }
 }
 
 /// The ids of the kernel's agents, sorted; `None` when it would not list them (e.g. a token
 /// without `agents:read`).
-async fn registered_agents(client: &Client) -> Option<Vec<String>> {
-    let listed = match client.get("/v0/agents").await {
-        Ok(listed) => listed,
+async fn registered_agents(remote: &Remote) -> Option<Vec<String>> {
+    let agents = match remote.client().agents().await {
+        Ok(agents) => agents,
         Err(error) => {
             tracing::debug!(%error, "cannot list the kernel's agents");
             return None;
         }
     };
-    let mut ids: Vec<String> = listed
-        .as_array()?
-        .iter()
-        .filter_map(|agent| agent.get("id").and_then(Value::as_str))
-        .map(str::to_owned)
-        .collect();
+    let mut ids: Vec<String> = agents.into_iter().map(|agent| agent.id).collect();
     ids.sort();
     Some(ids)
 }
 
-/// `exec list`: one line per execution.
-async fn list(
+/// The SDK request of `exec list`, with the filters given.
+fn listing(
     client: &Client,
-    filters: &[(&str, Option<String>)],
+    agent: Option<String>,
+    status: Option<ExecutionStatus>,
+    session: Option<String>,
+    limit: Option<u32>,
+) -> ListExecutions {
+    let mut request = client.list();
+    if let Some(agent) = agent {
+        request = request.agent_id(agent);
+    }
+    if let Some(status) = status {
+        request = request.status(status);
+    }
+    if let Some(session) = session {
+        request = request.session(session);
+    }
+    if let Some(limit) = limit {
+        request = request.limit(limit);
+    }
+    request
+}
+
+/// `exec list`: one line per execution of the first page.
+async fn list(
+    remote: &Remote,
+    request: ListExecutions,
     out: &mut (dyn Write + Send),
 ) -> Result<Outcome, CliError> {
-    let page = client
-        .get(&format!("/v0/executions{}", query(filters)))
-        .await?;
-    for exec in page["executions"].as_array().into_iter().flatten() {
-        writeln!(
-            out,
-            "{}  {:<20} {:<10} {}",
-            text(exec, "id"),
-            text(exec, "agent_id"),
-            text(exec, "status"),
-            text(exec, "created_at")
-        )?;
+    let page = remote.call(request.send()).await?;
+    for execution in &page.executions {
+        writeln!(out, "{}", execution_line(execution))?;
     }
     Ok(Outcome::Success)
 }
 
+/// One execution as a terminal line: `id  agent status created_at`.
+fn execution_line(execution: &Execution) -> String {
+    format!(
+        "{}  {:<20} {:<10} {}",
+        execution.id,
+        execution.agent_id,
+        status_name(execution.status),
+        execution.created_at
+    )
+}
+
 /// `exec get`: the execution as pretty JSON.
-async fn get(client: &Client, id: &str, out: &mut (dyn Write + Send)) -> Result<Outcome, CliError> {
-    let exec = client
-        .get(&format!("/v0/executions/{}", encode(id)))
-        .await?;
-    let pretty = serde_json::to_string_pretty(&exec).unwrap_or_else(|_| exec.to_string());
+async fn get(remote: &Remote, id: &str, out: &mut (dyn Write + Send)) -> Result<Outcome, CliError> {
+    let execution = remote.call(remote.client().get(id)).await?;
+    let pretty = serde_json::to_string_pretty(&execution).map_err(std::io::Error::from)?;
     writeln!(out, "{pretty}")?;
     Ok(Outcome::Success)
 }
 
-/// `exec events`: one line per event.
+/// `exec events`: one line per event of the whole log.
 async fn events(
-    client: &Client,
+    remote: &Remote,
     id: &str,
     out: &mut (dyn Write + Send),
 ) -> Result<Outcome, CliError> {
-    let path = format!("/v0/executions/{}/events?limit=1000", encode(id));
-    for event in client.get(&path).await?.as_array().into_iter().flatten() {
-        writeln!(out, "{}", watch::event_line(event))?;
+    for event in remote.call(remote.client().all_events(id)).await? {
+        writeln!(out, "{}", watch::event_line(&event))?;
     }
     Ok(Outcome::Success)
 }
 
 /// `exec cancel`.
 async fn cancel(
-    client: &Client,
+    remote: &Remote,
     id: &str,
     out: &mut (dyn Write + Send),
 ) -> Result<Outcome, CliError> {
-    client
-        .post(&format!("/v0/executions/{}/cancel", encode(id)), None)
-        .await?;
+    remote.call(remote.client().cancel(id)).await?;
     writeln!(out, "{id} cancelled")?;
     Ok(Outcome::Success)
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn parse_words(words: &[&str]) -> Result<ExecCommand, CliError> {
@@ -396,14 +418,18 @@ mod tests {
     }
 
     #[test]
-    fn queries() {
-        assert_eq!(query(&[("a", None)]), "");
+    fn statuses_are_checked_when_parsed() {
+        assert!(parse_words(&["list", "--status", "blocked"]).is_ok());
+        let error = parse_words(&["list", "--status", "done"]).unwrap_err();
+        assert_eq!(error.exit_code(), 2);
+        assert!(
+            error.to_string().starts_with("bad --status \"done\""),
+            "{error}"
+        );
+        assert_eq!(status_name(ExecutionStatus::Cancelled), "cancelled");
         assert_eq!(
-            query(&[
-                ("agent_id", Some("x y".into())),
-                ("status", Some("ok".into()))
-            ]),
-            "?agent_id=x%20y&status=ok"
+            execution_status("completed").unwrap(),
+            ExecutionStatus::Completed
         );
     }
 }

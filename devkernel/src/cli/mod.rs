@@ -104,26 +104,17 @@ pub enum CliError {
     Http {
         /// The kernel's base URL.
         url: String,
-        /// The cause.
-        source: reqwest::Error,
-    },
-    /// A request failed after the kernel was reached (its answer could not be read), or the
-    /// HTTP client could not be built.
-    #[error("request to {url} failed: {}", root_cause(.source))]
-    Transport {
-        /// The request URL.
-        url: String,
-        /// The cause.
-        source: reqwest::Error,
+        /// The SDK's network error, with the socket's error as its innermost cause.
+        source: rebuno::Error,
     },
     /// The kernel answered with an error (4xx/5xx) and its envelope's code and message.
     #[error("{}", api_text(*.status, .code, .message))]
     Api {
         /// HTTP status.
         status: u16,
-        /// Envelope `code` (`error` when the answer had no envelope).
+        /// Envelope `code` (the SDK names an answer without an envelope `internal_error`).
         code: String,
-        /// Envelope `message` (the body, or the status's reason, when it had none).
+        /// Envelope `message` (the body of an answer without an envelope, trimmed).
         message: String,
     },
     /// `exec create` named an agent the kernel does not know.
@@ -136,9 +127,10 @@ pub enum CliError {
         /// The agents the kernel knows (`None` when it would not list them).
         registered: Option<Vec<String>>,
     },
-    /// The SDK client failed (the live delta stream).
-    #[error("{0}")]
-    Sdk(#[from] rebuno::Error),
+    /// Any other failure of the SDK client: it could not be built (a bad URL or token), or
+    /// the kernel's answer could not be read.
+    #[error("{}", with_cause(.0))]
+    Sdk(rebuno::Error),
     /// Output could not be written.
     #[error("cannot write output: {0}")]
     Io(#[from] std::io::Error),
@@ -154,14 +146,24 @@ impl CliError {
     }
 }
 
-/// The innermost cause of `error`: `Connection refused (os error 111)` rather than
-/// reqwest's `error sending request for url (...)`.
+/// The innermost cause of `error`: `Connection refused (os error 111)` rather than the
+/// transport's `could not connect`.
 fn root_cause(error: &(dyn std::error::Error + 'static)) -> String {
     let mut cause = error;
     while let Some(next) = cause.source() {
         cause = next;
     }
     cause.to_string()
+}
+
+/// `error: its innermost cause`, or only `error` when it has no other cause.
+fn with_cause(error: &(dyn std::error::Error + 'static)) -> String {
+    let (text, cause) = (error.to_string(), root_cause(error));
+    if cause == text {
+        text
+    } else {
+        format!("{text}: {cause}")
+    }
 }
 
 fn api_text(status: u16, code: &str, message: &str) -> String {
@@ -241,11 +243,11 @@ pub async fn run(command: Command, out: &mut (dyn Write + Send)) -> Result<Outco
         Command::Exec {
             connection,
             command,
-        } => exec::run(&client::Client::new(&connection)?, command, out).await,
+        } => exec::run(&client::Remote::connect(&connection)?, command, out).await,
         Command::Approvals {
             connection,
             command,
-        } => approvals::run(&client::Client::new(&connection)?, command, out).await,
+        } => approvals::run(&client::Remote::connect(&connection)?, command, out).await,
         Command::Serve(_) => Err(CliError::Usage(
             "serve is run by the rebuno-dev binary".to_owned(),
         )),

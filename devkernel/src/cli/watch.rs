@@ -5,12 +5,13 @@ use std::io::Write;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use rebuno::client::StepDelta;
-use serde_json::Value;
+use rebuno::client::{DeltaStream, StepDelta};
+use rebuno::wire::Event;
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+use tokio::task::JoinHandle;
 
 use super::CliError;
-use super::client::Client;
+use super::client::Remote;
 
 /// Pause between polls.
 const POLL: Duration = Duration::from_millis(200);
@@ -25,11 +26,11 @@ fn terminal(kind: &str) -> Option<bool> {
 }
 
 /// One event as a terminal line: `seq type payload`.
-pub(crate) fn event_line(event: &Value) -> String {
-    let seq = event.get("event_seq").and_then(Value::as_u64).unwrap_or(0);
-    let kind = event.get("type").and_then(Value::as_str).unwrap_or("?");
-    let payload = event.get("payload").cloned().unwrap_or(Value::Null);
-    format!("{seq:>4}  {kind:<26} {payload}")
+pub(crate) fn event_line(event: &Event) -> String {
+    format!(
+        "{:>4}  {:<26} {}",
+        event.event_seq, event.kind, event.payload
+    )
 }
 
 /// One live delta as a terminal line: `~ step-prefix #seq text` (text on one line, cut).
@@ -51,13 +52,21 @@ const DELTA_WIDTH: usize = 100;
 /// Prints every event of `id` as it is appended until a terminal event, and live deltas as
 /// they arrive; `Ok(true)` when the execution completed.
 pub(crate) async fn follow(
-    client: &Client,
+    remote: &Remote,
     id: &str,
     out: &mut (dyn Write + Send),
 ) -> Result<bool, CliError> {
     // Subscribed before the first poll, so no delta of the run is missed.
-    let mut stream = client.sdk()?.stream(id).await?;
-    let (sender, mut deltas) = unbounded_channel();
+    let stream = remote.call(remote.client().stream(id)).await?;
+    let (mut deltas, forward) = forward_deltas(stream);
+    let followed = poll_events(remote, id, out, &mut deltas).await;
+    forward.abort();
+    followed
+}
+
+/// Moves the deltas of `stream` to a channel as they arrive, until it ends or fails.
+fn forward_deltas(mut stream: DeltaStream) -> (UnboundedReceiver<StepDelta>, JoinHandle<()>) {
+    let (sender, deltas) = unbounded_channel();
     let forward = tokio::spawn(async move {
         while let Some(next) = stream.next().await {
             match next {
@@ -74,9 +83,7 @@ pub(crate) async fn follow(
             }
         }
     });
-    let followed = poll_events(client, id, out, &mut deltas).await;
-    forward.abort();
-    followed
+    (deltas, forward)
 }
 
 /// Prints the deltas received so far.
@@ -90,8 +97,10 @@ fn print_deltas(
     Ok(())
 }
 
+/// Polls the log after the last event printed, pausing while nothing is new, until a
+/// terminal event; `Ok(true)` when it is `execution.completed`.
 async fn poll_events(
-    client: &Client,
+    remote: &Remote,
     id: &str,
     out: &mut (dyn Write + Send),
     deltas: &mut UnboundedReceiver<StepDelta>,
@@ -99,27 +108,34 @@ async fn poll_events(
     let mut after = 0u64;
     loop {
         print_deltas(deltas, out)?;
-        let page = client
-            .get(&format!("/v0/executions/{id}/events?after_seq={after}"))
-            .await?;
-        let events = page.as_array().cloned().unwrap_or_default();
-        for event in &events {
-            print_deltas(deltas, out)?;
-            writeln!(out, "{}", event_line(event))?;
-            after = event
-                .get("event_seq")
-                .and_then(Value::as_u64)
-                .unwrap_or(after);
-            if let Some(ok) = event.get("type").and_then(Value::as_str).and_then(terminal) {
-                out.flush()?;
-                return Ok(ok);
-            }
+        let events = remote.call(remote.client().events(id, after, None)).await?;
+        if let Some(completed) = print_events(&events, deltas, out)? {
+            return Ok(completed);
         }
-        out.flush()?;
+        after = events.last().map_or(after, |event| event.event_seq);
         if events.is_empty() {
             tokio::time::sleep(POLL).await;
         }
     }
+}
+
+/// Prints `events` in order, each after the deltas received before it, and flushes; stops at
+/// a terminal event with whether the execution completed.
+fn print_events(
+    events: &[Event],
+    deltas: &mut UnboundedReceiver<StepDelta>,
+    out: &mut (dyn Write + Send),
+) -> Result<Option<bool>, CliError> {
+    for event in events {
+        print_deltas(deltas, out)?;
+        writeln!(out, "{}", event_line(event))?;
+        if let Some(completed) = terminal(&event.kind) {
+            out.flush()?;
+            return Ok(Some(completed));
+        }
+    }
+    out.flush()?;
+    Ok(None)
 }
 
 #[cfg(test)]
@@ -128,7 +144,8 @@ mod tests {
 
     #[test]
     fn lines_and_terminal_events() {
-        let event = serde_json::json!({"event_seq": 3, "type": "dispatch.queued", "payload": {"attempt": 0}});
+        let event = serde_json::json!({"execution_id": "e", "event_seq": 3, "type": "dispatch.queued", "payload": {"attempt": 0}});
+        let event: Event = serde_json::from_value(event).unwrap();
         assert_eq!(
             event_line(&event),
             "   3  dispatch.queued            {\"attempt\":0}"

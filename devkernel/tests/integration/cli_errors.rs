@@ -189,3 +189,20 @@ async fn the_binary_exits_2_on_usage_errors_and_0_on_help() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn the_binary_refuses_a_status_no_listing_has() {
+    let (code, _, err) = binary(&["exec", "list", "--status", "done"]).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.starts_with("rebuno-dev: bad --status \"done\": pending, running,"),
+        "{err}"
+    );
+    assert!(
+        err.contains("usage: rebuno-dev [client options] exec"),
+        "{err}"
+    );
+    let (code, _, err) = binary(&["approvals", "list", "--status=all"]).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("pending, granted, denied or expired"), "{err}");
+}
