@@ -2,7 +2,7 @@
 //! to a running kernel over HTTP, like the Go kernel's CLI.
 //!
 //! ```text
-//! rebuno-dev [serve] [--config FILE] [--addr HOST:PORT]  serve the in-memory kernel
+//! rebuno-dev [serve] [--config FILE] [--addr HOST:PORT] [--data-dir DIR]  serve the kernel
 //! rebuno-dev exec create <agent> ['<json>'] [--session S] [--watch]
 //! rebuno-dev exec list|get|events|cancel ...
 //! rebuno-dev approvals list|grant|deny ...
@@ -73,7 +73,7 @@ pub const DEFAULT_URL: &str = "http://127.0.0.1:8080";
 pub const USAGE: &str = concat!(
     "\
 usage:
-  rebuno-dev [serve] [--config FILE] [--addr HOST:PORT]
+  rebuno-dev [serve] [--config FILE] [--addr HOST:PORT] [--data-dir DIR]
                         serve the in-memory kernel (the default command)
   rebuno-dev [client options] exec <create|list|get|events|cancel> ...
                         create, follow and inspect executions
@@ -84,6 +84,8 @@ usage:
 serving options (serving only):
   -c, --config FILE     provisioning manifest: the agents to register
   -a, --addr HOST:PORT  listen address (default 127.0.0.1:8080)
+  -d, --data-dir DIR    keep the event log in DIR and resume from it on start
+                        (default: in memory)
   env REBUNO_BEARER_TOKEN requires that token from clients; RUST_LOG sets the log filter",
     client_options_help!(),
     exit_status_help!()

@@ -2,6 +2,7 @@
 //! deltas of `/stream` (a streamed LLM answer) in between.
 
 use std::io::Write;
+use std::str::FromStr;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -12,17 +13,16 @@ use tokio::task::JoinHandle;
 
 use super::CliError;
 use super::client::Remote;
+use crate::model::EventKind;
 
 /// Pause between polls.
 const POLL: Duration = Duration::from_millis(200);
 
 /// The event types that end an execution, with whether it succeeded.
 fn terminal(kind: &str) -> Option<bool> {
-    match kind {
-        "execution.completed" => Some(true),
-        "execution.failed" | "execution.cancelled" => Some(false),
-        _ => None,
-    }
+    let kind = EventKind::from_str(kind).ok()?;
+    kind.is_terminal()
+        .then_some(kind == EventKind::ExecutionCompleted)
 }
 
 /// One event as a terminal line: `seq type payload`.
