@@ -210,8 +210,13 @@ impl DevKernelBuilder {
     /// kernel stopped (or was killed) is reclaimed and delivered again, recorded steps
     /// replay. The default keeps everything in memory.
     ///
-    /// Agents are not persisted: register them again at each start (as `rebuno-dev`
-    /// does from its configuration).
+    /// Agents and API keys persist too, in `dir/registry.jsonl`: every registration,
+    /// deletion, secret rotation, metadata or policy change of an agent and every creation,
+    /// rotation or revocation of a key is written there before it answers, and replayed at
+    /// start before the executions resume. The file holds the agents' secrets (API keys only
+    /// as their tokens' SHA-256), so it is created with mode `0600` on Unix. Agents given
+    /// with [`agent`](Self::agent) are registered over the recovered ones, as a
+    /// `POST /v0/agents` would.
     #[must_use]
     pub fn data_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
         self.config.data_dir = Some(dir.into());

@@ -60,7 +60,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         .addr(args.addr)
         .bearer_token(std::env::var("REBUNO_BEARER_TOKEN").ok());
     if let Some(dir) = &args.data_dir {
-        tracing::info!(dir = %dir.display(), "event log persisted");
+        tracing::info!(dir = %dir.display(), "event log and registry persisted");
         builder = builder.data_dir(dir);
     }
     if let Some(path) = &args.config {

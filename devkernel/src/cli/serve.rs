@@ -14,7 +14,8 @@ pub struct ServeArgs {
     pub config: Option<PathBuf>,
     /// Listen address (default `127.0.0.1:8080`).
     pub addr: SocketAddr,
-    /// Where the event log persists; `None` (the default) keeps it in memory.
+    /// Where the event log and the agent and API key registry persist; `None` (the
+    /// default) keeps them in memory.
     pub data_dir: Option<PathBuf>,
 }
 

@@ -1,4 +1,5 @@
-//! Agent registry: upsert, read, delete, metadata and policy bundles.
+//! Agent registry: upsert, read, delete, metadata and policy bundles. With a data directory,
+//! the store writes each change to `registry.jsonl` under its lock, before it answers.
 
 use std::sync::Arc;
 

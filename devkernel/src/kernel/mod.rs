@@ -31,7 +31,7 @@ use uuid::Uuid;
 
 use crate::clock::Clock;
 use crate::error::KernelError;
-use crate::store::{ExecCell, Journal, Recorder, Store};
+use crate::store::{ExecCell, Recorder, Store};
 
 pub(crate) use agents::AgentRequest;
 pub(crate) use api_keys::{CreateKeyRequest, KeyGrant, Scope};
@@ -145,21 +145,14 @@ struct Inner {
 }
 
 impl Kernel {
-    /// A kernel with `config`; with a data directory, every execution of its event log is
-    /// rebuilt (call [`Kernel::resume`] once the agents are registered).
+    /// A kernel with `config`; with a data directory, the agents and API keys of its
+    /// registry are back and every execution of its event log is rebuilt (call
+    /// [`Kernel::resume`] once the agents given at start are registered).
     pub(crate) fn new(config: Config) -> Result<Self, KernelError> {
-        let (journal, recovered) = match &config.data_dir {
-            Some(dir) => {
-                let (journal, events) = Journal::open(dir).map_err(|e| {
-                    KernelError::Internal(format!("event log in {}: {e}", dir.display()))
-                })?;
-                (Some(Arc::new(journal)), events)
-            }
-            None => (None, Vec::new()),
-        };
+        let persisted = recovery::Persisted::open(config.data_dir.as_deref())?;
         let recorder = Recorder {
             clock: config.clock.clone(),
-            journal,
+            journal: persisted.journal,
         };
         let http = reqwest::Client::builder()
             .timeout(config.webhook_timeout)
@@ -172,10 +165,10 @@ impl Kernel {
             .map_err(|e| KernelError::Internal(format!("http client: {e}")))?;
         let kernel = Self {
             inner: Arc::new(Inner {
-                store: Store::default(),
+                store: Store::new(persisted.registry, persisted.recovered.agents),
                 sessions: sessions::Sessions::default(),
                 limiter: limits::Limiter::default(),
-                keys: api_keys::Keys::default(),
+                keys: api_keys::Keys::new(persisted.recovered.keys),
                 metrics: metrics::Metrics::default(),
                 recorder,
                 config,
@@ -183,7 +176,7 @@ impl Kernel {
                 shutdown: CancellationToken::new(),
             }),
         };
-        kernel.restore(recovered);
+        kernel.restore(persisted.events);
         Ok(kernel)
     }
 

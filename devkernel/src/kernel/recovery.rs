@@ -1,20 +1,63 @@
-//! Coming back from a restart (`rebuno-dev --data-dir`): every execution rebuilt from its
-//! persisted log, the indexes over them rebuilt, and what was in flight reclaimed as after a
-//! lease expiry, under a fresh dispatch so no handler of the old process can write again.
+//! Coming back from a restart (`rebuno-dev --data-dir`): the agents and API keys replayed
+//! from the registry, every execution rebuilt from its persisted log, the indexes over them
+//! rebuilt, and what was in flight reclaimed as after a lease expiry, under a fresh dispatch
+//! so no handler of the old process can write again.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use uuid::Uuid;
 
 use super::{Followups, Kernel};
+use crate::error::KernelError;
 use crate::event::{DeliveryOutcome, DispatchChanged, DispatchState, EventBody, Recorded};
 use crate::model::ExecutionStatus;
-use crate::store::{ExecCell, ExecState};
+use crate::store::{ExecCell, ExecState, Journal, Recovered, Registry};
 
-/// How often unsynced journal writes are flushed to disk.
+/// How often unsynced journal and registry writes are flushed to disk.
 const SYNC_INTERVAL: Duration = Duration::from_millis(10);
+
+/// What a data directory holds at start (nothing without one).
+#[derive(Debug, Default)]
+pub(super) struct Persisted {
+    /// The event log, appended to from now on.
+    pub(super) journal: Option<Arc<Journal<Recorded>>>,
+    /// Every event it held.
+    pub(super) events: Vec<Recorded>,
+    /// The agent and API key registry, appended to from now on.
+    pub(super) registry: Option<Arc<Registry>>,
+    /// The agents and keys it held.
+    pub(super) recovered: Recovered,
+}
+
+impl Persisted {
+    /// Opens (creating) the event log and the registry of `dir` and reads them back.
+    pub(super) fn open(dir: Option<&Path>) -> Result<Self, KernelError> {
+        let Some(dir) = dir else {
+            return Ok(Self::default());
+        };
+        let failed = |what: &str, error: std::io::Error| {
+            KernelError::Internal(format!("{what} in {}: {error}", dir.display()))
+        };
+        let (registry, recovered) = Registry::open(dir).map_err(|e| failed("registry", e))?;
+        let (journal, events) = Journal::open(dir).map_err(|e| failed("event log", e))?;
+        if !recovered.agents.is_empty() || !recovered.keys.is_empty() {
+            tracing::info!(
+                agents = recovered.agents.len(),
+                api_keys = recovered.keys.len(),
+                "registry recovered"
+            );
+        }
+        Ok(Self {
+            journal: Some(Arc::new(journal)),
+            events,
+            registry: Some(Arc::new(registry)),
+            recovered,
+        })
+    }
+}
 
 impl Kernel {
     /// Rebuilds the executions of a recovered log and the indexes over them.
@@ -126,11 +169,14 @@ impl Kernel {
         }
     }
 
-    /// Flushes the journal to disk every few milliseconds until shutdown (then once more).
+    /// Flushes the journal and the registry to disk every few milliseconds until shutdown
+    /// (then once more).
     pub(crate) fn spawn_syncer(&self) {
-        let Some(journal) = self.recorder().journal.clone() else {
+        let journal = self.recorder().journal.clone();
+        let registry = self.store().registry().cloned();
+        if journal.is_none() && registry.is_none() {
             return;
-        };
+        }
         let token = self.shutdown_token().clone();
         tokio::spawn(async move {
             let mut ticker = tokio::time::interval(SYNC_INTERVAL);
@@ -139,8 +185,15 @@ impl Kernel {
                     () = token.cancelled() => true,
                     _ = ticker.tick() => false,
                 };
-                if let Err(error) = journal.sync() {
+                if let Some(journal) = &journal
+                    && let Err(error) = journal.sync()
+                {
                     tracing::error!(%error, "cannot sync the event log");
+                }
+                if let Some(registry) = &registry
+                    && let Err(error) = registry.sync()
+                {
+                    tracing::error!(%error, "cannot sync the registry");
                 }
                 if stop {
                     return;

@@ -95,7 +95,7 @@ pub(crate) struct Recorder {
     /// Stamps every event.
     pub(crate) clock: Clock,
     /// Persists every event, when the kernel has a data directory.
-    pub(crate) journal: Option<Arc<Journal>>,
+    pub(crate) journal: Option<Arc<Journal<Recorded>>>,
 }
 
 /// An execution's projections: everything the event log determines. Outside the store

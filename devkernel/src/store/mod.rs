@@ -1,9 +1,11 @@
-//! In-memory state: agents, executions (each behind its own lock) and indexes.
+//! In-memory state: agents, executions (each behind its own lock) and indexes; with a data
+//! directory, the files that persist them ([`Journal`], [`Registry`]).
 
 mod apply;
 mod dispatch;
 mod exec;
 mod journal;
+mod registry;
 mod resource;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -18,6 +20,7 @@ use crate::policy::Policy;
 pub(crate) use dispatch::{Dispatch, DispatchStatus};
 pub(crate) use exec::{ExecCell, ExecState, Recorder};
 pub(crate) use journal::Journal;
+pub(crate) use registry::{Recovered, Registry, StoredKey};
 pub(crate) use resource::{Checkpoint, Resource};
 
 /// A registered agent with its secret and compiled policy.
@@ -37,6 +40,8 @@ pub(crate) struct AgentEntry {
 #[derive(Debug, Default)]
 pub(crate) struct Store {
     agents: RwLock<BTreeMap<String, AgentEntry>>,
+    /// Persists every agent mutation (and the API keys'), with a data directory.
+    registry: Option<Arc<Registry>>,
     executions: RwLock<BTreeMap<Uuid, Arc<ExecCell>>>,
     /// `(agent_id, idempotency_key)` → execution.
     idempotency: Mutex<HashMap<(String, String), Uuid>>,
@@ -60,6 +65,21 @@ fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
 }
 
 impl Store {
+    /// A store persisting its agents in `registry`, holding the `agents` it recovered.
+    pub(crate) fn new(registry: Option<Arc<Registry>>, agents: Vec<AgentEntry>) -> Self {
+        let agents = agents.into_iter().map(|a| (a.agent.id.clone(), a));
+        Self {
+            agents: RwLock::new(agents.collect()),
+            registry,
+            ..Self::default()
+        }
+    }
+
+    /// The registry file, with a data directory.
+    pub(crate) fn registry(&self) -> Option<&Arc<Registry>> {
+        self.registry.as_ref()
+    }
+
     /// A registered agent.
     pub(crate) fn agent(&self, id: &str) -> Option<AgentEntry> {
         read(&self.agents).get(id).cloned()
@@ -73,25 +93,38 @@ impl Store {
             .collect()
     }
 
-    /// Inserts or replaces an agent.
+    /// Inserts or replaces an agent (persisted first, under the lock, so the registry's
+    /// order is the order of the changes).
     pub(crate) fn put_agent(&self, record: AgentEntry) {
-        write(&self.agents).insert(record.agent.id.clone(), record);
+        let mut agents = write(&self.agents);
+        if let Some(registry) = &self.registry {
+            registry.agent(&record);
+        }
+        agents.insert(record.agent.id.clone(), record);
     }
 
-    /// Updates an agent in place; `false` if it does not exist.
+    /// Updates an agent in place (and persists its new state); `false` if it does not exist.
     pub(crate) fn update_agent(&self, id: &str, f: impl FnOnce(&mut AgentEntry)) -> bool {
         match write(&self.agents).get_mut(id) {
             Some(record) => {
                 f(record);
+                if let Some(registry) = &self.registry {
+                    registry.agent(record);
+                }
                 true
             }
             None => false,
         }
     }
 
-    /// Removes an agent.
+    /// Removes an agent (and persists its removal, if it existed).
     pub(crate) fn delete_agent(&self, id: &str) {
-        write(&self.agents).remove(id);
+        let mut agents = write(&self.agents);
+        if agents.remove(id).is_some()
+            && let Some(registry) = &self.registry
+        {
+            registry.agent_deleted(id);
+        }
     }
 
     /// An execution's cell.

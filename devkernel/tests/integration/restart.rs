@@ -2,6 +2,10 @@
 //! SDK agent is halfway through its steps, restarted on the same directory and port, and
 //! the execution resumes and completes. Nothing the killed kernel recorded is lost, and no
 //! step it recorded runs again.
+//!
+//! Agents and API keys survive too (`DIR/registry.jsonl`): registered over HTTP on a kernel
+//! without a manifest, then SIGKILLed; rotated, changed and deleted on an in-process
+//! kernel, then restarted.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -13,7 +17,9 @@ use rebuno::{Agent, HandlerError, Step};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
-use crate::common::{SECRET, client};
+use rebuno_devkernel::{AgentSpec, DevKernel};
+
+use crate::common::{AgentClient, SECRET, client};
 
 const STEPS: u32 = 12;
 /// How many steps must be recorded before the kill.
@@ -47,9 +53,17 @@ fn counter(kernel: &str, runs: Arc<Mutex<Vec<u32>>>) -> Agent {
 
 /// `rebuno-dev serve` on `addr` with the event log in `dir`.
 fn rebuno_dev(addr: SocketAddr, dir: &Path, manifest: &Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_rebuno-dev"))
-        .args(["serve", "--addr", &addr.to_string(), "--config"])
-        .arg(manifest)
+    spawn_rebuno_dev(addr, dir, Some(manifest))
+}
+
+/// `rebuno-dev serve` on `addr` with its data in `dir`, provisioned from `manifest` if any.
+fn spawn_rebuno_dev(addr: SocketAddr, dir: &Path, manifest: Option<&Path>) -> Child {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rebuno-dev"));
+    command.args(["serve", "--addr", &addr.to_string()]);
+    if let Some(manifest) = manifest {
+        command.arg("--config").arg(manifest);
+    }
+    command
         .arg("--data-dir")
         .arg(dir)
         .env("RUST_LOG", "warn")
@@ -217,4 +231,197 @@ async fn a_sigkilled_kernel_restarts_from_its_log_and_the_execution_completes_on
     kill(&mut kernel);
     server.abort();
     let _ = std::fs::remove_dir_all(dirs.data.parent().unwrap());
+}
+
+/// The secret of the agent the registry test registers over HTTP (not the manifest's).
+const REGISTERED_SECRET: &str = "registered-over-http";
+
+/// An SDK agent greeting its input after one recorded step.
+fn greeter(kernel: &str) -> Agent {
+    Agent::builder("greeter")
+        .base_url(kernel)
+        .secret(REGISTERED_SECRET)
+        .handler(|name: String| async move {
+            let greeting = Step::new("greet")
+                .run(|| async move { Ok::<_, HandlerError>(format!("hello, {name}")) })
+                .await?;
+            Ok::<_, HandlerError>(greeting)
+        })
+        .build()
+        .unwrap()
+}
+
+/// `GET /v0/agents` with an API key: the status alone.
+async fn agents_status(url: &str, token: &str) -> u16 {
+    client("GET", &format!("{url}/v0/agents"), Some(token), None)
+        .await
+        .0
+}
+
+/// Creates an API key named `name`: (id, token).
+async fn create_key(url: &str, name: &str) -> (String, String) {
+    let body = json!({"name": name, "scopes": ["agents:read", "executions:read"]}).to_string();
+    let (status, key) = client("POST", &format!("{url}/v0/api-keys"), None, Some(&body)).await;
+    assert_eq!(status, 201, "{key}");
+    let id = key["id"].as_str().unwrap().to_owned();
+    (id, key["token"].as_str().unwrap().to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_and_api_keys_registered_over_http_survive_a_sigkill() {
+    let addr = free_port();
+    let url = format!("http://{addr}");
+    let agent = greeter(&url);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let webhook = format!(
+        "http://{}{}",
+        listener.local_addr().unwrap(),
+        agent.webhook_path()
+    );
+    let server = tokio::spawn(rebuno_hyper::serve(listener, agent).into_future());
+    let root = std::env::temp_dir().join(format!("rebuno-registry-{}", uuid::Uuid::now_v7()));
+    let data = root.join("data");
+
+    // No manifest: everything the kernel knows comes over HTTP.
+    let mut kernel = spawn_rebuno_dev(addr, &data, None);
+    wait_ready(&url).await;
+    let body = json!({
+        "id": "greeter",
+        "webhook_url": webhook,
+        "secret": REGISTERED_SECRET,
+        "lease_timeout_seconds": 30,
+    })
+    .to_string();
+    let (status, registered) = client("POST", &format!("{url}/v0/agents"), None, Some(&body)).await;
+    assert_eq!(status, 201, "{registered}");
+    let bundle = json!({"bundle": "default_action: allow"}).to_string();
+    let (status, _) = client(
+        "POST",
+        &format!("{url}/v0/policies/greeter"),
+        None,
+        Some(&bundle),
+    )
+    .await;
+    assert!((200..300).contains(&status), "{status}");
+    let (revoked_id, revoked) = create_key(&url, "old").await;
+    let (status, _) = client(
+        "DELETE",
+        &format!("{url}/v0/api-keys/{revoked_id}"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(status, 204);
+    let (_, live) = create_key(&url, "live").await;
+    assert_eq!(agents_status(&url, &live).await, 200);
+    assert_eq!(agents_status(&url, &revoked).await, 401);
+    let (_, agents) = client("GET", &format!("{url}/v0/agents"), None, None).await;
+    assert_eq!(
+        agents[0]["policy_bundle"], "default_action: allow",
+        "{agents}"
+    );
+    let (_, keys) = client("GET", &format!("{url}/v0/api-keys"), None, None).await;
+
+    kill(&mut kernel);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let registry = std::fs::metadata(data.join("registry.jsonl")).unwrap();
+        assert_eq!(registry.permissions().mode() & 0o777, 0o600);
+    }
+    let mut kernel = spawn_rebuno_dev(addr, &data, None);
+    wait_ready(&url).await;
+
+    // The same agent and keys, the live key still good, the revoked one still refused.
+    let (_, after) = client("GET", &format!("{url}/v0/agents"), None, None).await;
+    assert_eq!(after, agents);
+    assert_eq!(after.as_array().unwrap().len(), 1);
+    let (_, keys_after) = client("GET", &format!("{url}/v0/api-keys"), None, None).await;
+    assert_eq!(keys_after, keys);
+    assert_eq!(agents_status(&url, &live).await, 200);
+    assert_eq!(agents_status(&url, &revoked).await, 401);
+
+    // The recovered secret signs the webhook (the SDK agent checks it) and verifies the
+    // agent's own signed calls: the execution completes without a failed delivery.
+    let body = json!({"agent_id": "greeter", "input": "Ada"}).to_string();
+    let (status, created) =
+        client("POST", &format!("{url}/v0/executions"), None, Some(&body)).await;
+    assert_eq!(status, 201, "{created}");
+    let id = created["id"].as_str().unwrap().to_owned();
+    let log = wait_until(&url, &id, |log| {
+        log.iter().any(|e| e["type"] == "execution.completed")
+    })
+    .await;
+    let completed = log
+        .iter()
+        .find(|e| e["type"] == "execution.completed")
+        .unwrap();
+    assert_eq!(completed["payload"]["output"], json!("hello, Ada"));
+    assert!(
+        !log.iter().any(|e| e["type"] == "dispatch.failed"),
+        "{log:?}"
+    );
+
+    kill(&mut kernel);
+    server.abort();
+    let _ = std::fs::remove_dir_all(root);
+}
+
+/// An agent client for `hello` signing with `secret`.
+fn signed(url: &str, secret: &str) -> AgentClient {
+    let mut api = AgentClient::new(url);
+    api.secret = rebuno::Secret::new(secret);
+    api
+}
+
+/// `PUT /v0/agents/hello/metadata` signed with `secret`: the status.
+async fn publish(url: &str, secret: &str, metadata: &str) -> u16 {
+    signed(url, secret)
+        .send("PUT", "/v0/agents/hello/metadata", None, metadata)
+        .await
+        .0
+}
+
+#[tokio::test]
+async fn rotations_metadata_policies_and_deletions_survive_a_restart() {
+    let dir = std::env::temp_dir().join(format!("rebuno-registry-{}", uuid::Uuid::now_v7()));
+    let start = || DevKernel::builder().data_dir(&dir).start();
+    let kernel = start().await.unwrap();
+    let url = kernel.url();
+    kernel
+        .register_agent(AgentSpec::new("hello", "http://127.0.0.1:9/webhook", "one"))
+        .unwrap();
+    kernel
+        .register_agent(AgentSpec::new("gone", "http://127.0.0.1:9/webhook", SECRET))
+        .unwrap();
+    kernel.rotate_secret("hello", "two").unwrap();
+    kernel.set_policy("hello", "default_action: allow").unwrap();
+    let metadata = r#"{"description": "greets", "input_schema": {"type": "string"}}"#;
+    assert_eq!(publish(&url, "two", metadata).await, 204);
+    let (status, _) = client("DELETE", &format!("{url}/v0/agents/gone"), None, None).await;
+    assert_eq!(status, 204);
+    let (_, agents) = client("GET", &format!("{url}/v0/agents"), None, None).await;
+    kernel.shutdown().await;
+
+    // One agent, as it was, accepting both the rotated secret and the one it replaced.
+    let kernel = start().await.unwrap();
+    let url = kernel.url();
+    let (_, after) = client("GET", &format!("{url}/v0/agents"), None, None).await;
+    assert_eq!(after, agents);
+    assert_eq!(after.as_array().unwrap().len(), 1, "{after}");
+    assert_eq!(after[0]["description"], "greets");
+    assert_eq!(after[0]["input_schema"], json!({"type": "string"}));
+    assert_eq!(after[0]["policy_bundle"], "default_action: allow");
+    assert_eq!(publish(&url, "one", metadata).await, 204);
+    assert_eq!(publish(&url, "two", metadata).await, 204);
+    kernel.retire_previous_secret("hello").unwrap();
+    kernel.shutdown().await;
+
+    // Retiring the previous secret is persisted too.
+    let kernel = start().await.unwrap();
+    let url = kernel.url();
+    assert_eq!(publish(&url, "one", metadata).await, 401);
+    assert_eq!(publish(&url, "two", metadata).await, 204);
+    kernel.shutdown().await;
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -1,4 +1,7 @@
 //! Scoped API keys (PROTOCOL.md §2.2, §2.7): create, list, rotate, revoke, authenticate.
+//!
+//! With a data directory, every change to a key is written to the registry (the key and its
+//! token's digest, never the token) under the key table's lock, before the change answers.
 
 mod scope;
 mod token;
@@ -12,7 +15,7 @@ use uuid::Uuid;
 use super::{Kernel, Principal};
 use crate::error::KernelError;
 use crate::model::{ApiKey, IssuedApiKey};
-use crate::store::lock;
+use crate::store::{StoredKey, lock};
 
 pub(crate) use scope::Scope;
 
@@ -45,10 +48,45 @@ struct Record {
     scopes: Vec<Scope>,
 }
 
+impl Record {
+    /// A key the registry kept.
+    fn restored(stored: StoredKey) -> Self {
+        let scopes = stored
+            .key
+            .scopes
+            .iter()
+            .filter_map(|name| {
+                let scope = Scope::parse(name);
+                if scope.is_none() {
+                    tracing::warn!(key = %stored.key.id, scope = %name, "unknown stored scope dropped");
+                }
+                scope
+            })
+            .collect();
+        Self {
+            key: stored.key,
+            digest: stored.digest,
+            scopes,
+        }
+    }
+}
+
 /// The key table.
 #[derive(Debug, Default)]
 pub(crate) struct Keys {
     keys: Mutex<BTreeMap<Uuid, Record>>,
+}
+
+impl Keys {
+    /// A table holding the keys a registry kept.
+    pub(crate) fn new(stored: Vec<StoredKey>) -> Self {
+        let keys = stored
+            .into_iter()
+            .map(|stored| (stored.key.id, Record::restored(stored)));
+        Self {
+            keys: Mutex::new(keys.collect()),
+        }
+    }
 }
 
 /// Trimmed name of 1–200 characters; scopes known, non-empty, sorted, deduplicated.
@@ -93,7 +131,10 @@ impl Kernel {
             digest: token::digest(&token),
             scopes,
         };
-        lock(&self.keys().keys).insert(id, record);
+        let mut keys = lock(&self.keys().keys);
+        self.persist_key(&record);
+        keys.insert(id, record);
+        drop(keys);
         tracing::info!(key = %id, "api key created");
         Ok(IssuedApiKey { key, token })
     }
@@ -117,6 +158,7 @@ impl Kernel {
         }
         let token = token::issue(id)?;
         record.digest = token::digest(&token);
+        self.persist_key(record);
         tracing::info!(key = %id, "api key rotated");
         Ok(IssuedApiKey {
             key: record.key.clone(),
@@ -132,9 +174,18 @@ impl Kernel {
             .ok_or_else(|| KernelError::not_found("api key"))?;
         if record.key.revoked_at.is_none() {
             record.key.revoked_at = Some(self.clock().timestamp());
+            self.persist_key(record);
             tracing::info!(key = %id, "api key revoked");
         }
         Ok(())
+    }
+
+    /// Writes a key's state to the registry, with a data directory (call with the key table
+    /// locked, so the registry's order is the order of the changes).
+    fn persist_key(&self, record: &Record) {
+        if let Some(registry) = self.store().registry() {
+            registry.api_key(&record.key, &record.digest);
+        }
     }
 
     /// The principal of a live key's token.
