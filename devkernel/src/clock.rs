@@ -9,6 +9,9 @@ use tokio::time::Instant;
 
 use crate::model::Timestamp;
 
+/// How far a manual clock can be advanced in all (a thousand years), so instants never overflow.
+const LONGEST: Duration = Duration::from_secs(1000 * 365 * 24 * 3600);
+
 /// Real time, or a manual clock that only moves when told to.
 #[derive(Debug, Clone, Default)]
 pub(crate) enum Clock {
@@ -58,7 +61,9 @@ impl Clock {
         match self {
             Self::System => false,
             Self::Manual(manual) => {
-                manual.advanced.send_modify(|advanced| *advanced += by);
+                manual
+                    .advanced
+                    .send_modify(|advanced| *advanced = advanced.saturating_add(by).min(LONGEST));
                 true
             }
         }

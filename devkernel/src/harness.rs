@@ -252,6 +252,8 @@ impl DevKernelBuilder {
                 addr: self.addr,
                 source,
             })?;
+        // Recovered work resumes before anything else can touch it (no request, no sweep).
+        kernel.resume();
         let router = crate::http::router(kernel.clone());
         let token = kernel.shutdown_token().clone();
         let server = tokio::spawn(async move {
@@ -263,7 +265,6 @@ impl DevKernelBuilder {
         });
         kernel.spawn_sweeper();
         kernel.spawn_syncer();
-        kernel.resume();
         tracing::info!(%addr, "dev kernel listening");
         Ok(DevKernel {
             kernel,

@@ -120,12 +120,8 @@ impl Kernel {
         principal: &Principal,
     ) -> Result<Execution, KernelError> {
         let plan = self.plan(request)?;
-        let (cell, fresh) = self.insert_once(&plan, principal)?;
-        if fresh {
-            let admitted = plan
-                .session
-                .as_deref()
-                .is_none_or(|name| self.sessions().admit(name, cell.id));
+        let (cell, created) = self.insert_once(&plan, principal)?;
+        if let Some(admitted) = created {
             if admitted {
                 let followups = self.start_execution(cell.id);
                 self.run(followups);
@@ -166,14 +162,15 @@ impl Kernel {
         })
     }
 
-    /// Inserts the execution unless its idempotency key already names one; `true` when new.
-    /// Only the index lookup and the insert run under the idempotency lock: nothing follows
-    /// up in it.
+    /// Inserts the execution unless its idempotency key already names one. For a new one,
+    /// says whether it was admitted to its session (always, without one). The lookup, the
+    /// insert and the admission run under the idempotency lock, so executions join their
+    /// session in creation order; starting them (a followup) runs after it.
     fn insert_once(
         &self,
         plan: &Plan,
         principal: &Principal,
-    ) -> Result<(Arc<ExecCell>, bool), KernelError> {
+    ) -> Result<(Arc<ExecCell>, Option<bool>), KernelError> {
         let store = self.store();
         let agent = &plan.request.agent_id;
         store.with_idempotency(|index| {
@@ -181,7 +178,7 @@ impl Kernel {
                 && let Some(existing) = index.get(&(agent.clone(), key.clone()))
                 && let Some(cell) = store.execution(*existing)
             {
-                return Ok((cell, false));
+                return Ok((cell, None));
             }
             let id = Uuid::now_v7();
             if let Some(spawned) = &plan.request.spawned_by {
@@ -196,7 +193,11 @@ impl Kernel {
             if let Some(key) = &plan.key {
                 index.insert((agent.clone(), key.clone()), id);
             }
-            Ok((cell, true))
+            let admitted = plan
+                .session
+                .as_deref()
+                .is_none_or(|name| self.sessions().admit(name, id));
+            Ok((cell, Some(admitted)))
         })
     }
 

@@ -14,7 +14,7 @@ use super::{Followups, Kernel};
 use crate::error::KernelError;
 use crate::event::{DeliveryOutcome, DispatchChanged, DispatchState, EventBody, Recorded};
 use crate::model::ExecutionStatus;
-use crate::store::{ExecCell, ExecState, Journal, Recovered, Registry};
+use crate::store::{Batch, ExecCell, ExecState, Journal, Recovered, Registry};
 
 /// How often unsynced journal and registry writes are flushed to disk.
 const SYNC_INTERVAL: Duration = Duration::from_millis(10);
@@ -23,7 +23,7 @@ const SYNC_INTERVAL: Duration = Duration::from_millis(10);
 #[derive(Debug, Default)]
 pub(super) struct Persisted {
     /// The event log, appended to from now on.
-    pub(super) journal: Option<Arc<Journal<Recorded>>>,
+    pub(super) journal: Option<Arc<Journal<Batch>>>,
     /// Every event it held.
     pub(super) events: Vec<Recorded>,
     /// The agent and API key registry, appended to from now on.
@@ -42,7 +42,8 @@ impl Persisted {
             KernelError::Internal(format!("{what} in {}: {error}", dir.display()))
         };
         let (registry, recovered) = Registry::open(dir).map_err(|e| failed("registry", e))?;
-        let (journal, events) = Journal::open(dir).map_err(|e| failed("event log", e))?;
+        let (journal, batches) = Journal::<Batch>::open(dir).map_err(|e| failed("event log", e))?;
+        let events = batches.into_iter().flat_map(|batch| batch.0).collect();
         if !recovered.agents.is_empty() || !recovered.keys.is_empty() {
             tracing::info!(
                 agents = recovered.agents.len(),
@@ -114,24 +115,41 @@ impl Kernel {
         }
     }
 
-    /// Resumes recovered work (call once the agents are registered): running executions
-    /// get a fresh dispatch, sessions without a holder admit their next execution, and the
-    /// hooks of ended executions run again (each is a no-op when it already ran).
+    /// Resumes recovered work (call once the agents are registered, before serving): the
+    /// hooks of ended executions run again first (each is a no-op when it already ran, and
+    /// a live child of an ended parent is cancelled before it is redelivered); then running
+    /// executions get a fresh dispatch, blocked ones with nothing left to wait for resume,
+    /// and sessions without a holder admit their next execution.
     pub(crate) fn resume(&self) {
+        let cells: Vec<_> = self.store().executions_desc().into_iter().rev().collect();
+        let ended = cells
+            .iter()
+            .filter(|cell| {
+                let state = cell.lock();
+                state.exec.status.is_terminal()
+                    && (state.exec.spawned_by.is_some() || !state.children.is_empty())
+            })
+            .map(|cell| cell.id)
+            .collect();
+        self.run(Followups {
+            deliver: Vec::new(),
+            terminal: ended,
+        });
         let mut followups = Followups::default();
         let mut sessions = BTreeSet::new();
-        for cell in self.store().executions_desc().into_iter().rev() {
-            let (status, session, hooks) = {
+        for cell in &cells {
+            let (status, session) = {
                 let state = cell.lock();
-                let hooks = state.exec.spawned_by.is_some() || !state.children.is_empty();
-                (state.exec.status, state.exec.session.clone(), hooks)
+                (state.exec.status, state.exec.session.clone())
             };
             match status {
-                ExecutionStatus::Running => followups.extend(self.redispatch(&cell)),
+                ExecutionStatus::Running => followups.extend(self.redispatch(cell)),
+                ExecutionStatus::Blocked => {
+                    followups.extend(self.resume_if_idle(&mut cell.lock()));
+                }
                 ExecutionStatus::Pending if session.is_none() => {
                     followups.extend(self.start_execution(cell.id));
                 }
-                status if status.is_terminal() && hooks => followups.terminal.push(cell.id),
                 _ => {}
             }
             sessions.extend(session);
@@ -162,6 +180,7 @@ impl Kernel {
                 &outcome,
             )));
         }
+        state.retire_dispatches();
         let dispatch = state.enqueue_dispatch(self.clock().now());
         Followups {
             deliver: vec![(id, dispatch)],
@@ -185,16 +204,21 @@ impl Kernel {
                     () = token.cancelled() => true,
                     _ = ticker.tick() => false,
                 };
-                if let Some(journal) = &journal
-                    && let Err(error) = journal.sync()
-                {
-                    tracing::error!(%error, "cannot sync the event log");
-                }
-                if let Some(registry) = &registry
-                    && let Err(error) = registry.sync()
-                {
-                    tracing::error!(%error, "cannot sync the registry");
-                }
+                let (journal, registry) = (journal.clone(), registry.clone());
+                // fsync blocks: off the async workers (and outside the write locks).
+                let synced = tokio::task::spawn_blocking(move || {
+                    if let Some(journal) = journal
+                        && let Err(error) = journal.sync()
+                    {
+                        tracing::error!(%error, "cannot sync the event log");
+                    }
+                    if let Some(registry) = registry
+                        && let Err(error) = registry.sync()
+                    {
+                        tracing::error!(%error, "cannot sync the registry");
+                    }
+                });
+                let _ = synced.await;
                 if stop {
                     return;
                 }

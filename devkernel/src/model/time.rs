@@ -6,6 +6,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+/// `9999-12-31T23:59:59.999999999Z` in nanoseconds since the epoch.
+const MAX_NANOS: i128 = 253_402_300_799_999_999_999;
+
 /// A UTC instant with nanosecond precision, serialized as RFC 3339.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Timestamp {
@@ -24,10 +27,12 @@ impl Timestamp {
         self.nanos
     }
 
-    /// This instant plus `duration`.
+    /// This instant plus `duration`, at the latest the end of year 9999 (the last instant
+    /// RFC 3339 can write).
     pub fn plus(self, duration: Duration) -> Self {
+        let nanos = i128::try_from(duration.as_nanos()).unwrap_or(MAX_NANOS);
         Self {
-            nanos: self.nanos + i128::try_from(duration.as_nanos()).unwrap_or(i128::MAX / 2),
+            nanos: self.nanos.saturating_add(nanos).min(MAX_NANOS),
         }
     }
 
@@ -152,6 +157,13 @@ fn parse_rfc3339(text: &str) -> Option<i128> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_far_future_is_the_end_of_year_9999_and_reads_back() {
+        let far = Timestamp::now().plus(Duration::from_secs(u64::MAX));
+        assert_eq!(far.to_string(), "9999-12-31T23:59:59.999999999Z");
+        assert_eq!(Timestamp::parse(&far.to_string()), Some(far));
+    }
 
     #[test]
     fn formats_like_go() {

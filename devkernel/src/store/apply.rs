@@ -194,8 +194,10 @@ fn close_approval(view: &mut Projection, at: Timestamp, change: &ApprovalChanged
     }
 }
 
-/// Canonical JSON of a value (`null` when absent), for conflict checks.
-fn canonical_text(value: Option<&Value>) -> String {
+/// Canonical JSON of a value (`null` when absent), for conflict checks: the projection and
+/// a new request both compare this form of the parsed value, so a literal the parser
+/// normalizes (`0.50`, `1e3`) compares equal to itself across replays and restarts.
+pub(crate) fn canonical_text(value: Option<&Value>) -> String {
     let text = value.map_or_else(|| "null".to_owned(), Value::to_string);
     identity::canonical_json(text.as_bytes()).unwrap_or(text)
 }

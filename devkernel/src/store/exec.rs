@@ -1,7 +1,7 @@
 //! One execution's state: the event log and the projections derived from it, behind one lock.
 
 use std::collections::{BTreeMap, HashMap};
-use std::ops::Deref;
+use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use serde_json::Value;
@@ -9,10 +9,10 @@ use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::{Dispatch, DispatchStatus, Journal, Resource};
+use super::{Batch, Dispatch, DispatchStatus, Journal, Resource};
 use crate::clock::Clock;
 use crate::error::KernelError;
-use crate::event::{Created, DispatchChanged, DispatchState, EventBody, Recorded};
+use crate::event::{Created, DispatchChanged, DispatchState, EventBody, Recorded, private};
 use crate::kernel::Lease;
 use crate::model::{Approval, Execution, ExecutionStatus, StepRecord};
 use crate::policy::Policy;
@@ -33,12 +33,37 @@ pub(crate) struct ExecCell {
     deltas: OnceLock<broadcast::Sender<Arc<str>>>,
 }
 
+/// An execution's lock; dropping it writes what was recorded under it to the journal.
+#[derive(Debug)]
+pub(crate) struct StateGuard<'a>(MutexGuard<'a, ExecState>);
+
+impl Deref for StateGuard<'_> {
+    type Target = ExecState;
+
+    fn deref(&self) -> &ExecState {
+        &self.0
+    }
+}
+
+impl DerefMut for StateGuard<'_> {
+    fn deref_mut(&mut self) -> &mut ExecState {
+        &mut self.0
+    }
+}
+
+impl Drop for StateGuard<'_> {
+    fn drop(&mut self) {
+        self.0.flush();
+    }
+}
+
 /// Per-subscriber buffer of live deltas; older frames are dropped when it is full.
 const DELTA_BUFFER: usize = 64;
 
 impl ExecCell {
     /// Wraps a fresh state.
-    pub(crate) fn new(state: ExecState) -> Self {
+    pub(crate) fn new(mut state: ExecState) -> Self {
+        state.flush();
         let (status, _) = watch::channel(state.exec.status);
         Self {
             id: state.exec.id,
@@ -49,9 +74,10 @@ impl ExecCell {
         }
     }
 
-    /// Locks the execution for a mutation or a consistent read.
-    pub(crate) fn lock(&self) -> MutexGuard<'_, ExecState> {
-        super::lock(&self.state)
+    /// Locks the execution for a mutation or a consistent read. Releasing the lock writes
+    /// the events recorded under it to the journal, as one batch.
+    pub(crate) fn lock(&self) -> StateGuard<'_> {
+        StateGuard(super::lock(&self.state))
     }
 
     /// Publishes the current status to watchers. Call after a mutation, with the lock
@@ -95,7 +121,7 @@ pub(crate) struct Recorder {
     /// Stamps every event.
     pub(crate) clock: Clock,
     /// Persists every event, when the kernel has a data directory.
-    pub(crate) journal: Option<Arc<Journal<Recorded>>>,
+    pub(crate) journal: Option<Arc<Journal<Batch>>>,
 }
 
 /// An execution's projections: everything the event log determines. Outside the store
@@ -126,6 +152,8 @@ pub(crate) struct Projection {
 pub(crate) struct ExecState {
     pub(super) view: Projection,
     recorder: Recorder,
+    /// Events recorded since the lock was taken, as comma-separated JSON, not yet journaled.
+    unwritten: Vec<u8>,
     /// Dispatches, oldest first.
     pub(crate) dispatches: Vec<Dispatch>,
     /// Occurrence counters of the live attempts.
@@ -168,6 +196,14 @@ impl ExecState {
         };
         let mut state = Self::empty((**exec).clone(), recorder);
         for entry in log {
+            if entry.event_seq != state.latest_seq() + 1 {
+                tracing::error!(
+                    execution = %entry.execution_id, seq = entry.event_seq,
+                    "event log out of sequence (two kernels on one data directory?); \
+                     the rest of this execution's log is ignored"
+                );
+                break;
+            }
             super::apply::apply(&mut state.view, &entry);
             state.view.events.push(entry);
         }
@@ -186,6 +222,7 @@ impl ExecState {
                 policy: None,
             },
             recorder,
+            unwritten: Vec::new(),
             dispatches: Vec::new(),
             counters: HashMap::new(),
             children: HashMap::new(),
@@ -203,11 +240,38 @@ impl ExecState {
         };
         let seq = entry.event_seq;
         super::apply::apply(&mut self.view, &entry);
-        if let Some(journal) = &self.recorder.journal {
-            journal.append(&entry);
+        if self.recorder.journal.is_some() {
+            self.stage(&entry);
         }
         self.view.events.push(entry);
         seq
+    }
+
+    /// Adds an event to the batch the lock's release journals.
+    fn stage(&mut self, entry: &Recorded) {
+        match private::stored(|| serde_json::to_vec(entry)) {
+            Ok(json) => {
+                self.unwritten.push(if self.unwritten.is_empty() {
+                    b'['
+                } else {
+                    b','
+                });
+                self.unwritten.extend_from_slice(&json);
+            }
+            Err(error) => tracing::error!(%error, "cannot encode an event for the journal"),
+        }
+    }
+
+    /// Journals the events recorded since the last flush, as one line.
+    pub(super) fn flush(&mut self) {
+        if self.unwritten.is_empty() {
+            return;
+        }
+        let mut line = std::mem::take(&mut self.unwritten);
+        line.push(b']');
+        if let Some(journal) = &self.recorder.journal {
+            journal.append_line(line);
+        }
     }
 
     /// Appends several events in order.

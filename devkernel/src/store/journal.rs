@@ -1,14 +1,17 @@
-//! The append-only files of `rebuno-dev --data-dir`: one JSON object per line, in the order
-//! the kernel wrote them. [`Journal<Recorded>`] is the event log (`events.jsonl`): every event
-//! of every execution, private facts included; the agent and API key registry
-//! (`registry.jsonl`, [`super::registry`]) is a `Journal` of its own records.
+//! The append-only files of `rebuno-dev --data-dir`: one JSON value per line, in the order
+//! the kernel wrote them. [`Journal<Batch>`] is the event log (`events.jsonl`): each line is
+//! the batch of events one critical section of one execution recorded (a JSON array),
+//! private facts included, so an operation's events land together or not at all; the agent
+//! and API key registry (`registry.jsonl`, [`super::registry`]) is a `Journal` of its own
+//! records.
 //!
-//! A record is written to the file (one `write` call) before the operation that made it
-//! answers, so killing the process loses nothing it acknowledged; the file is `fsync`ed per
-//! batch, by [`Journal::sync`] (the kernel calls it every few milliseconds while there are
-//! unsynced writes), so a power cut loses at most that batch. On open, a torn last line (a
-//! write cut by a kill) is dropped and the file truncated after the last whole record; a line
-//! that does not parse before it is an error.
+//! A line is written to the file (one `write` call) before the operation that made it
+//! answers, so killing the process loses nothing it acknowledged; a write that fails is cut
+//! back off the file, so what is on disk always reads back. The file is `fsync`ed per batch
+//! by [`Journal::sync`] (the kernel calls it every few milliseconds while there are unsynced
+//! writes, outside the write lock), so a power cut loses at most that batch. On open, a torn
+//! last line is dropped and the file truncated after the last whole one; a line that does not
+//! parse before it is an error. One kernel process per data directory.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Seek, SeekFrom, Write};
@@ -38,22 +41,37 @@ pub(crate) trait Line: Serialize + DeserializeOwned {
     }
 }
 
-/// An event of the event log: written with its private facts.
-impl Line for Recorded {
+/// The events one critical section of one execution recorded, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub(crate) struct Batch(pub(crate) Vec<Recorded>);
+
+/// A batch of the event log: written with its private facts. The file holds the inputs and
+/// results of every step, so it is its owner's only too.
+impl Line for Batch {
     const FILE: &'static str = "events.jsonl";
-    const NOUN: &'static str = "event";
-    const PRIVATE: bool = false;
+    const NOUN: &'static str = "batch of events";
+    const PRIVATE: bool = true;
 
     fn encode(&self) -> serde_json::Result<Vec<u8>> {
         private::stored(|| serde_json::to_vec(self))
     }
 }
 
+/// The write end of a journal and the length of what it holds whole.
+#[derive(Debug)]
+struct Writer {
+    file: File,
+    len: u64,
+}
+
 /// An append-only file of `T` records.
 #[derive(Debug)]
 pub(crate) struct Journal<T> {
     path: PathBuf,
-    file: Mutex<File>,
+    file: Mutex<Writer>,
+    /// The same file, for `fsync` without holding the write lock.
+    syncer: File,
     dirty: AtomicBool,
     records: PhantomData<fn(&T)>,
 }
@@ -76,9 +94,15 @@ impl<T: Line> Journal<T> {
             file.set_len(good)?;
         }
         file.seek(SeekFrom::End(0))?;
+        let syncer = file.try_clone()?;
+        if let Some(parent) = path.parent() {
+            // The file's directory entry survives a power cut too.
+            File::open(parent).and_then(|d| d.sync_all()).ok();
+        }
         let journal = Self {
             path,
-            file: Mutex::new(file),
+            file: Mutex::new(Writer { file, len: good }),
+            syncer,
             dirty: AtomicBool::new(false),
             records: PhantomData,
         };
@@ -87,25 +111,41 @@ impl<T: Line> Journal<T> {
 
     /// Appends one record as a line (a failure is logged).
     pub(crate) fn append(&self, record: &T) {
-        let written = record
-            .encode()
-            .map_err(io::Error::other)
-            .and_then(|mut line| {
-                line.push(b'\n');
-                super::lock(&self.file).write_all(&line)
-            });
-        match written {
-            Ok(()) => self.dirty.store(true, Ordering::Release),
+        match record.encode() {
+            Ok(line) => self.append_line(line),
             Err(error) => {
-                tracing::error!(path = %self.path.display(), %error, "cannot append to {}", T::FILE);
+                tracing::error!(path = %self.path.display(), %error, "cannot encode a {}", T::NOUN);
             }
         }
     }
 
-    /// Flushes written records to the disk if any are unsynced.
+    /// Appends `line` (a newline is added) in one write; a failed write is cut back off the
+    /// file and logged, so the file stays readable.
+    pub(crate) fn append_line(&self, mut line: Vec<u8>) {
+        line.push(b'\n');
+        let mut writer = super::lock(&self.file);
+        match writer.file.write_all(&line) {
+            Ok(()) => {
+                writer.len += line.len() as u64;
+                self.dirty.store(true, Ordering::Release);
+            }
+            Err(error) => {
+                let good = writer.len;
+                let cut = writer.file.set_len(good);
+                tracing::error!(
+                    path = %self.path.display(), %error, cut_back = cut.is_ok(),
+                    "cannot append to {}; the change stays in memory only", T::FILE
+                );
+            }
+        }
+    }
+
+    /// Flushes written records to the disk if any are unsynced (without the write lock).
     pub(crate) fn sync(&self) -> io::Result<()> {
         if self.dirty.swap(false, Ordering::AcqRel) {
-            super::lock(&self.file).sync_data()?;
+            self.syncer.sync_data().inspect_err(|_| {
+                self.dirty.store(true, Ordering::Release);
+            })?;
         }
         Ok(())
     }
@@ -160,25 +200,25 @@ mod tests {
     #[test]
     fn events_come_back_and_a_torn_tail_is_dropped() {
         let dir = std::env::temp_dir().join(format!("rebuno-journal-{}", Uuid::now_v7()));
-        let (journal, none) = Journal::<Recorded>::open(&dir).unwrap();
+        let (journal, none) = Journal::<Batch>::open(&dir).unwrap();
         assert!(none.is_empty());
-        let (one, two) = (event(1), event(2));
+        let (one, two) = (Batch(vec![event(1), event(2)]), Batch(vec![event(3)]));
         journal.append(&one);
         journal.append(&two);
         journal.sync().unwrap();
         drop(journal);
         let mut file = OpenOptions::new()
             .append(true)
-            .open(dir.join(Recorded::FILE))
+            .open(dir.join(Batch::FILE))
             .unwrap();
-        file.write_all(br#"{"execution_id":"#).unwrap();
+        file.write_all(br#"[{"execution_id":"#).unwrap();
         drop(file);
-        let (journal, back) = Journal::<Recorded>::open(&dir).unwrap();
+        let (journal, back) = Journal::<Batch>::open(&dir).unwrap();
         assert_eq!(back, vec![one.clone(), two.clone()]);
-        let three = event(3);
+        let three = Batch(vec![event(4)]);
         journal.append(&three);
         drop(journal);
-        let (_, back) = Journal::<Recorded>::open(&dir).unwrap();
+        let (_, back) = Journal::<Batch>::open(&dir).unwrap();
         assert_eq!(back, vec![one, two, three]);
         std::fs::remove_dir_all(dir).unwrap();
     }
@@ -187,8 +227,8 @@ mod tests {
     fn a_corrupt_event_in_the_middle_is_an_error() {
         let dir = std::env::temp_dir().join(format!("rebuno-journal-{}", Uuid::now_v7()));
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join(Recorded::FILE), b"not json\n").unwrap();
-        let error = Journal::<Recorded>::open(&dir).unwrap_err();
+        std::fs::write(dir.join(Batch::FILE), b"not json\n").unwrap();
+        let error = Journal::<Batch>::open(&dir).unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::InvalidData);
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -17,9 +17,10 @@ use uuid::Uuid;
 use crate::model::AgentRecord;
 use crate::policy::Policy;
 
+pub(crate) use apply::canonical_text;
 pub(crate) use dispatch::{Dispatch, DispatchStatus};
 pub(crate) use exec::{ExecCell, ExecState, Recorder};
-pub(crate) use journal::Journal;
+pub(crate) use journal::{Batch, Journal};
 pub(crate) use registry::{Recovered, Registry, StoredKey};
 pub(crate) use resource::{Checkpoint, Resource};
 

@@ -18,6 +18,7 @@ mod golden;
 mod limits;
 mod policy_approvals;
 mod policy_test;
+mod recovery;
 mod resources;
 mod restart;
 mod serve;

@@ -53,7 +53,7 @@ fn renamed(state: &ExecState, src: &ExecState, at_seq: u64) -> HashMap<String, S
 }
 
 /// Copies, in source order, the settled steps' `step.*` events (not rate-limit refusals)
-/// and the prefix's `resource.registered` / `resource.initialized` events.
+/// and the prefix's `resource.registered` / `reconfigured` / `initialized` events.
 pub(super) fn prefix(state: &mut ExecState, src: &ExecState, at_seq: u64) {
     let renamed = renamed(state, src, at_seq);
     let fork = state.exec.id;
@@ -73,9 +73,9 @@ fn copy(
     fork: uuid::Uuid,
 ) -> Option<EventBody> {
     match &event.body {
-        EventBody::ResourceRegistered(_) | EventBody::ResourceInitialized(_) => {
-            Some(event.body.clone())
-        }
+        EventBody::ResourceRegistered(_)
+        | EventBody::ResourceReconfigured(_)
+        | EventBody::ResourceInitialized(_) => Some(event.body.clone()),
         EventBody::StepRateLimited(_) => None,
         _ => {
             let new_id = renamed.get(&event.step()?.step_id)?;

@@ -18,7 +18,7 @@ use crate::error::KernelError;
 use crate::event::{Bound, EventBody};
 use crate::identity;
 use crate::model::ResourceView;
-use crate::store::ExecState;
+use crate::store::{ExecState, canonical_text};
 
 pub(crate) use captures::Captures;
 pub(crate) use inherit::inherit;
@@ -32,13 +32,11 @@ pub(crate) struct BindRequest {
     pub(crate) binding: Option<Box<RawValue>>,
 }
 
-/// Canonical JSON of a raw value, or a validation error naming `what`.
-pub(crate) fn canonical(raw: &RawValue, what: &str) -> Result<(String, Value), KernelError> {
+/// A raw value parsed through its canonical form, or a validation error naming `what`.
+pub(crate) fn canonical(raw: &RawValue, what: &str) -> Result<Value, KernelError> {
     let text = identity::canonical_json(raw.get().as_bytes())
         .map_err(|_| KernelError::validation(format!("invalid {what}")))?;
-    let value = serde_json::from_str(&text)
-        .map_err(|_| KernelError::validation(format!("invalid {what}")))?;
-    Ok((text, value))
+    serde_json::from_str(&text).map_err(|_| KernelError::validation(format!("invalid {what}")))
 }
 
 impl Kernel {
@@ -90,7 +88,8 @@ impl Kernel {
         let raw = request
             .binding
             .ok_or_else(|| KernelError::validation("binding is required"))?;
-        let (text, value) = canonical(&raw, "binding")?;
+        let value = canonical(&raw, "binding")?;
+        let text = canonical_text(Some(&value));
         self.with_live_lease(id, principal, lease, |state| {
             let resource = state
                 .resources

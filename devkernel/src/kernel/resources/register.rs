@@ -8,7 +8,7 @@ use super::canonical;
 use crate::error::KernelError;
 use crate::event::{EventBody, Registered};
 use crate::model::ResourceView;
-use crate::store::{ExecState, Resource};
+use crate::store::{ExecState, Resource, canonical_text};
 
 /// Longest resource key.
 const MAX_KEY: usize = 128;
@@ -62,13 +62,11 @@ impl RegisterRequest {
         }
         let every_steps = u64::try_from(self.every_steps.unwrap_or(0))
             .map_err(|_| KernelError::validation("every_steps must not be negative"))?;
-        let (configuration_canonical, configuration) = match &self.configuration {
-            Some(raw) => {
-                let (text, value) = canonical(raw, "configuration")?;
-                (text, Some(value))
-            }
-            None => ("null".to_owned(), None),
+        let configuration = match &self.configuration {
+            Some(raw) => Some(canonical(raw, "configuration")?),
+            None => None,
         };
+        let configuration_canonical = canonical_text(configuration.as_ref());
         Ok(Registration {
             key: self.key,
             driver_id: self.driver_id,
