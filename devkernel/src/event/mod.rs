@@ -17,6 +17,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use uuid::Uuid;
 
 pub(crate) use approval::ApprovalChanged;
@@ -178,6 +179,20 @@ impl PartialEq<&str> for EventKind {
     }
 }
 
+/// `value` with the keys of every object in it sorted.
+fn sorted(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> =
+                map.into_iter().map(|(k, v)| (k, sorted(v))).collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(entries.into_iter().collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(sorted).collect()),
+        other => other,
+    }
+}
+
 /// One entry of an execution's log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Recorded {
@@ -198,17 +213,22 @@ impl Recorded {
         self.body.kind()
     }
 
-    /// The wire form, private facts left out.
+    /// The wire form, private facts left out, every object's keys in sorted order (as Go
+    /// writes a map), whichever `serde_json` features the build unifies.
     pub(crate) fn to_wire(&self) -> Event {
         let payload = match serde_json::to_value(&self.body) {
-            Ok(serde_json::Value::Object(mut map)) => map.remove("payload"),
-            _ => None,
+            Ok(Value::Object(mut map)) => map.remove("payload"),
+            Ok(_) => None,
+            Err(error) => {
+                tracing::error!(%error, kind = %self.kind(), "cannot serialize an event payload");
+                None
+            }
         };
         Event {
             execution_id: self.execution_id,
             event_seq: self.event_seq,
             kind: self.kind().as_str().to_owned(),
-            payload: payload.unwrap_or(serde_json::Value::Null),
+            payload: payload.map_or(Value::Null, sorted),
             occurred_at: self.occurred_at,
         }
     }
