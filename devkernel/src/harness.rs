@@ -543,7 +543,8 @@ impl DevKernel {
 
     /// Moves a [`manual_clock`](DevKernelBuilder::manual_clock) forward by `by`, then sweeps
     /// at once: leases that ran out are reclaimed and overdue approvals expire before this
-    /// returns; deliveries waiting out a backoff that has now passed go ahead.
+    /// returns; deliveries waiting out a backoff that has now passed go ahead. Call it from
+    /// the Tokio runtime the kernel runs on: a sweep may start deliveries.
     ///
     /// # Errors
     ///

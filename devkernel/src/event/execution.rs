@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::private::{hidden_or_none, present};
+use super::private::hidden_or_none;
+use crate::model::present;
 use crate::model::{Execution, ExecutionStatus, Restoration, SpawnedBy};
 
 /// `execution.created`: the new execution, pending.

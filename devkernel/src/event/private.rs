@@ -33,13 +33,3 @@ pub(crate) fn hidden<T>(_: &T) -> bool {
 pub(crate) fn hidden_or_none<T>(value: &Option<T>) -> bool {
     value.is_none() || hidden(value)
 }
-
-/// Deserializes a present value, `null` included, as `Some` (absent stays `None` through
-/// `#[serde(default)]`).
-pub(crate) fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: serde::Deserialize<'de>,
-{
-    T::deserialize(d).map(Some)
-}

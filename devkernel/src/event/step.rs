@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::private::{hidden_or_none, present};
+use super::private::hidden_or_none;
 use crate::model::StepRecord;
+use crate::model::present;
 
 /// The fields every `step.*` payload starts with.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

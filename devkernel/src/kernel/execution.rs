@@ -21,7 +21,7 @@ const EVENTS_MAX: usize = 1000;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CompleteRequest {
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "crate::model::present")]
     pub(crate) output: Option<Value>,
     #[serde(default)]
     pub(crate) state: Option<Value>,
@@ -33,11 +33,6 @@ pub(crate) struct CompleteRequest {
 pub(crate) struct FailRequest {
     #[serde(default)]
     pub(crate) error: String,
-}
-
-/// Deserializes a present field (even `null`) as `Some`.
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-    Value::deserialize(d).map(Some)
 }
 
 /// Filters of `GET /v0/executions`.

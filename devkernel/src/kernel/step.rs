@@ -43,9 +43,9 @@ pub(crate) struct SubmitRequest {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct OutcomeRequest {
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "crate::model::present")]
     pub(crate) result: Option<Value>,
-    #[serde(default, deserialize_with = "present")]
+    #[serde(default, deserialize_with = "crate::model::present")]
     pub(crate) error: Option<Value>,
     /// Checkpoints captured after the body ran.
     #[serde(default)]
@@ -53,10 +53,6 @@ pub(crate) struct OutcomeRequest {
     /// Captures the driver could not take.
     #[serde(default)]
     pub(crate) capture_failures: Option<Vec<CaptureFailure>>,
-}
-
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-    Value::deserialize(d).map(Some)
 }
 
 /// A submission after canonicalization, before the lock.

@@ -20,3 +20,13 @@ pub use execution::{Execution, ExecutionStatus, SpawnedBy};
 pub use resource::{CheckpointView, ForkPoints, ResourceView, Restoration};
 pub use step::{StepRecord, StepStatus};
 pub use time::Timestamp;
+
+/// Deserializes a present field, `null` included, as `Some` (an absent one stays `None`
+/// through `#[serde(default)]`): tells `"result": null` from no result.
+pub(crate) fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    T::deserialize(d).map(Some)
+}
