@@ -116,6 +116,14 @@ async fn wait_until(url: &str, id: &str, done: impl Fn(&[Value]) -> bool) -> Vec
     panic!("gave up waiting on {id}: {:?}", events(url, id).await);
 }
 
+/// Waits for the execution to complete; its log and its output.
+async fn completion(url: &str, id: &str) -> (Vec<Value>, Value) {
+    let completed = |e: &Value| e["type"] == "execution.completed";
+    let log = wait_until(url, id, |log| log.iter().any(completed)).await;
+    let output = log.iter().find(|e| completed(e)).unwrap()["payload"]["output"].clone();
+    (log, output)
+}
+
 fn kill(child: &mut Child) {
     child.kill().unwrap(); // SIGKILL on Unix: no shutdown hook runs
     child.wait().unwrap();
@@ -175,18 +183,8 @@ async fn a_sigkilled_kernel_restarts_from_its_log_and_the_execution_completes_on
     let mut kernel = rebuno_dev(addr, &dirs.data, &dirs.manifest);
     wait_ready(&url).await;
 
-    let after = wait_until(&url, &id, |log| {
-        log.iter().any(|e| e["type"] == "execution.completed")
-    })
-    .await;
-    let completed = after
-        .iter()
-        .find(|e| e["type"] == "execution.completed")
-        .unwrap();
-    assert_eq!(
-        completed["payload"]["output"],
-        json!((0..STEPS).sum::<u32>())
-    );
+    let (after, output) = completion(&url, &id).await;
+    assert_eq!(output, json!((0..STEPS).sum::<u32>()));
 
     // Nothing recorded before the kill is lost or changed.
     assert_eq!(
@@ -348,15 +346,8 @@ async fn agents_and_api_keys_registered_over_http_survive_a_sigkill() {
         client("POST", &format!("{url}/v0/executions"), None, Some(&body)).await;
     assert_eq!(status, 201, "{created}");
     let id = created["id"].as_str().unwrap().to_owned();
-    let log = wait_until(&url, &id, |log| {
-        log.iter().any(|e| e["type"] == "execution.completed")
-    })
-    .await;
-    let completed = log
-        .iter()
-        .find(|e| e["type"] == "execution.completed")
-        .unwrap();
-    assert_eq!(completed["payload"]["output"], json!("hello, Ada"));
+    let (log, output) = completion(&url, &id).await;
+    assert_eq!(output, json!("hello, Ada"));
     assert!(
         !log.iter().any(|e| e["type"] == "dispatch.failed"),
         "{log:?}"
