@@ -196,6 +196,19 @@ pub struct StepRecord {
     pub target: String,
     /// Status (`succeeded`, `failed`, `executing`, ...).
     pub status: String,
+    /// The args the step was submitted with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Value>,
+    /// Lowercase hex SHA-256 of the canonical JSON of the args.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub args_hash: String,
+    /// How many earlier submissions of the same kind, target and args the delivery attempt
+    /// that recorded it had made.
+    #[serde(default)]
+    pub occurrence: u32,
+    /// `safe_to_retry` or `at_most_once` (empty from kernels that do not say).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub idempotency: String,
     /// The recorded result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<Value>,
