@@ -416,6 +416,15 @@ impl DevKernel {
             .unwrap_or_default()
     }
 
+    /// An execution's history for [`replay::check`](crate::replay::check): the execution, its
+    /// steps and its event log as the HTTP API serves them. `None` if unknown.
+    pub fn history(&self, id: Uuid) -> Option<crate::replay::History> {
+        let execution = as_wire(&self.execution(id)?)?;
+        let steps = as_wire(&self.steps(id))?;
+        let events = as_wire(&self.events(id))?;
+        Some(crate::replay::History::new(execution, steps, events))
+    }
+
     /// Builds `agent` against this kernel, serves it with `rebuno-hyper` on `127.0.0.1:0` and
     /// registers it: the shortest way to a test of an agent.
     ///
@@ -756,4 +765,11 @@ mod secret_tests {
         let spec = AgentSpec::new("a", "http://127.0.0.1:1/webhook", "s3cret-value");
         assert!(!format!("{spec:?}").contains("s3cret-value"));
     }
+}
+
+/// A kernel type in the SDK's wire shape, through the JSON both share.
+fn as_wire<T: serde::Serialize, W: serde::de::DeserializeOwned>(value: &T) -> Option<W> {
+    serde_json::to_value(value)
+        .and_then(serde_json::from_value)
+        .ok()
 }

@@ -51,6 +51,7 @@ mod kernel;
 mod manifest;
 pub mod model;
 mod policy;
+pub mod replay;
 mod store;
 mod usage;
 

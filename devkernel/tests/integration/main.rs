@@ -19,6 +19,7 @@ mod limits;
 mod policy_approvals;
 mod policy_test;
 mod recovery;
+mod replay;
 mod resources;
 mod restart;
 mod serve;

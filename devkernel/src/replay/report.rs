@@ -1,0 +1,255 @@
+//! What a replay check found: each step the code asked for, what the history had, where they
+//! part.
+
+use std::fmt;
+
+use rebuno::wire::{ExecutionStatus, StepRecord};
+use serde_json::Value;
+
+/// How the history answered one step the code asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Verdict {
+    /// Recorded and settled: replayed (its result or error), nothing run.
+    Replayed,
+    /// Recorded as denied by policy: the denial replayed.
+    Denied,
+    /// Recorded as waiting for an approval: the run stops here, as it did.
+    AwaitingApproval,
+    /// An `at_most_once` step recorded as started but never settled: the kernel fails it as
+    /// `indeterminate` and the code gets that error instead of a second run.
+    Indeterminate,
+    /// Recorded as started but never settled (or cancelled): the kernel would run it again.
+    /// The check stops the run before its body.
+    Rerun,
+    /// Not in the history: this code asks for a step the recorded run never made, which would
+    /// run live. The check stops the run before its body.
+    New,
+}
+
+impl Verdict {
+    /// Whether the kernel would count it as recorded (the occurrence counter advances).
+    pub(super) fn is_recorded(self) -> bool {
+        !matches!(self, Self::Rerun | Self::New)
+    }
+
+    /// Whether the step's body would run.
+    pub fn runs_live(self) -> bool {
+        matches!(self, Self::Rerun | Self::New)
+    }
+}
+
+/// One step the code asked for, in the order it asked.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct AskedStep {
+    /// 1-based position among the code's step submissions.
+    pub position: usize,
+    /// The step id the kernel would give it.
+    pub step_id: String,
+    /// `tool_call`, `llm_call` or `local`.
+    pub kind: String,
+    /// Tool id, model id or step name.
+    pub target: String,
+    /// The args it was submitted with.
+    pub args: Value,
+    /// `safe_to_retry` or `at_most_once`.
+    pub idempotency: String,
+    /// What the history made of it.
+    pub verdict: Verdict,
+}
+
+impl AskedStep {
+    /// Whether it would run live and must not run twice.
+    pub fn is_dangerous(&self) -> bool {
+        self.verdict.runs_live() && self.idempotency == "at_most_once"
+    }
+}
+
+/// How the handler's run ended in the check.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Ending {
+    /// It completed with this output.
+    Completed(Value),
+    /// It failed with this reason.
+    Failed(String),
+    /// It stopped without an outcome: at a step that would run live, at an approval, or by
+    /// control flow.
+    Stopped,
+}
+
+/// What a replay check found. [`is_clean`](Self::is_clean) says whether the code replays the
+/// history faithfully; `Display` says where and how it does not.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct ReplayReport {
+    /// The execution replayed.
+    pub execution_id: String,
+    /// Every step the code asked for, in order.
+    pub asked: Vec<AskedStep>,
+    /// Recorded steps the code never asked for, in the order they were first proposed.
+    pub unreached: Vec<StepRecord>,
+    /// How the run ended.
+    pub ending: Ending,
+    /// How the recorded execution stands (`completed`, `failed`, `running`, …).
+    pub recorded_status: ExecutionStatus,
+    /// The recorded output, or failure reason.
+    pub recorded_outcome: Option<Value>,
+    /// How many steps the history holds.
+    pub recorded_steps: usize,
+    /// Anything else worth knowing (requests a history cannot answer, resources).
+    pub notes: Vec<String>,
+}
+
+impl ReplayReport {
+    /// Whether the code replays the history faithfully: every recorded step asked for again
+    /// with the same identity, no step the history lacks, and the same outcome as recorded.
+    /// An execution still under way may go on to new steps once all its recorded ones replay.
+    pub fn is_clean(&self) -> bool {
+        self.unreached.is_empty()
+            && self.live_steps().all(|s| self.may_continue(s))
+            && self.outcome_matches()
+    }
+
+    /// The first step where the code parts from the history, with the recorded step expected
+    /// there (the first recorded one it never reached).
+    pub fn divergence(&self) -> Option<(&AskedStep, Option<&StepRecord>)> {
+        let step = self
+            .asked
+            .iter()
+            .find(|s| s.verdict == Verdict::New && !self.may_continue(s))?;
+        Some((step, self.unreached.first()))
+    }
+
+    /// The steps that would run live, if this code took over the execution.
+    pub fn live_steps(&self) -> impl Iterator<Item = &AskedStep> {
+        self.asked.iter().filter(|s| s.verdict.runs_live())
+    }
+
+    /// The live steps that are `at_most_once`: the ones a divergence makes dangerous.
+    pub fn dangerous_steps(&self) -> impl Iterator<Item = &AskedStep> {
+        self.asked.iter().filter(|s| s.is_dangerous())
+    }
+
+    /// A step past the end of an execution still under way, with every recorded step
+    /// replayed, is its natural next step (and a rerun of an unsettled step is what the
+    /// kernel would do too).
+    fn may_continue(&self, step: &AskedStep) -> bool {
+        !self.recorded_status.is_terminal() && self.unreached.is_empty() && step.verdict.runs_live()
+    }
+
+    fn outcome_matches(&self) -> bool {
+        match (&self.recorded_status, &self.ending) {
+            (ExecutionStatus::Completed, Ending::Completed(output)) => {
+                self.recorded_outcome.as_ref().unwrap_or(&Value::Null) == output
+            }
+            (ExecutionStatus::Failed, Ending::Failed(reason)) => {
+                self.recorded_outcome.as_ref().and_then(Value::as_str) == Some(reason.as_str())
+            }
+            // A cancelled execution ended from outside; replaying its steps is all there is.
+            (ExecutionStatus::Cancelled, _) => true,
+            (status, Ending::Stopped) => !status.is_terminal(),
+            _ => false,
+        }
+    }
+}
+
+/// A step as one line: `tool_call search {"q":"rust"} (at_most_once)`.
+fn describe(kind: &str, target: &str, args: Option<&Value>, idempotency: &str) -> String {
+    let args = args.map_or_else(|| "null".to_owned(), Value::to_string);
+    let args = truncate(&args, 200);
+    let idempotency = if idempotency.is_empty() {
+        "safe_to_retry"
+    } else {
+        idempotency
+    };
+    format!("{kind} `{target}` with {args} ({idempotency})")
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+fn describe_recorded(step: &StepRecord) -> String {
+    describe(
+        &step.kind,
+        &step.target,
+        step.args.as_ref(),
+        &step.idempotency,
+    )
+}
+
+fn describe_asked(step: &AskedStep) -> String {
+    describe(
+        &step.kind,
+        &step.target,
+        Some(&step.args),
+        &step.idempotency,
+    )
+}
+
+impl fmt::Display for ReplayReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let verdict = if self.is_clean() { "clean" } else { "DIVERGES" };
+        writeln!(f, "replay of execution {}: {verdict}", self.execution_id)?;
+        if let Some((step, expected)) = self.divergence() {
+            let had = expected.map_or_else(|| "no further step".to_owned(), describe_recorded);
+            writeln!(
+                f,
+                "  step {}: the history has {had}; this code asked for {}, which would run live",
+                step.position,
+                describe_asked(step)
+            )?;
+        }
+        for step in self.live_steps() {
+            let why = if step.verdict == Verdict::New {
+                "new"
+            } else {
+                "unsettled, would run again"
+            };
+            let danger = if step.is_dangerous() {
+                "  <- at_most_once: would take effect again"
+            } else {
+                ""
+            };
+            writeln!(
+                f,
+                "  live ({why}): step {}: {}{danger}",
+                step.position,
+                describe_asked(step)
+            )?;
+        }
+        for step in &self.unreached {
+            writeln!(
+                f,
+                "  never reached: {} [{}]",
+                describe_recorded(step),
+                step.status
+            )?;
+        }
+        if !self.outcome_matches() {
+            let recorded = self
+                .recorded_outcome
+                .as_ref()
+                .map_or_else(String::new, |o| format!(" {o}"));
+            writeln!(
+                f,
+                "  outcome: recorded {:?}{recorded}; this code {:?}",
+                self.recorded_status, self.ending
+            )?;
+        }
+        for note in &self.notes {
+            writeln!(f, "  note: {note}")?;
+        }
+        let replayed = self.asked.iter().filter(|s| !s.verdict.runs_live()).count();
+        write!(
+            f,
+            "  {replayed} of {} recorded steps replayed",
+            self.recorded_steps
+        )
+    }
+}
