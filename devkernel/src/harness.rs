@@ -756,6 +756,13 @@ impl Drop for DevKernel {
     }
 }
 
+/// A kernel type in the SDK's wire shape, through the JSON both share.
+fn as_wire<T: serde::Serialize, W: serde::de::DeserializeOwned>(value: &T) -> Option<W> {
+    serde_json::to_value(value)
+        .and_then(serde_json::from_value)
+        .ok()
+}
+
 #[cfg(test)]
 mod secret_tests {
     use super::AgentSpec;
@@ -765,11 +772,4 @@ mod secret_tests {
         let spec = AgentSpec::new("a", "http://127.0.0.1:1/webhook", "s3cret-value");
         assert!(!format!("{spec:?}").contains("s3cret-value"));
     }
-}
-
-/// A kernel type in the SDK's wire shape, through the JSON both share.
-fn as_wire<T: serde::Serialize, W: serde::de::DeserializeOwned>(value: &T) -> Option<W> {
-    serde_json::to_value(value)
-        .and_then(serde_json::from_value)
-        .ok()
 }

@@ -24,6 +24,8 @@ commands:
                         list executions, newest first
   get <id>              show one execution as JSON
   events <id>           print its event log, one line per event
+  export <id>           print its history (execution, steps, events) as JSON, for
+                        rebuno_devkernel::replay::check against a new build
   cancel <id>           cancel it",
     client_options_help!(),
     exit_status_help!()
@@ -58,11 +60,13 @@ pub enum ExecCommand {
     Get(String),
     /// `exec events`.
     Events(String),
+    /// `exec export`.
+    Export(String),
     /// `exec cancel`.
     Cancel(String),
 }
 
-/// The one `<id>` argument of `get`, `events` and `cancel`.
+/// The one `<id>` argument of `get`, `events`, `export` and `cancel`.
 fn one_id(rest: &[String], what: &str) -> Result<String, CliError> {
     let scanned = Scanned::scan(rest, &[], &[])?;
     scanned.arity(1, 1, what)?;
@@ -79,6 +83,7 @@ pub(crate) fn parse(args: &[String]) -> Result<ExecCommand, CliError> {
         "list" | "ls" => parse_list(rest),
         "get" => Ok(ExecCommand::Get(one_id(rest, "<id>")?)),
         "events" => Ok(ExecCommand::Events(one_id(rest, "<id>")?)),
+        "export" => Ok(ExecCommand::Export(one_id(rest, "<id>")?)),
         "cancel" => Ok(ExecCommand::Cancel(one_id(rest, "<id>")?)),
         other => Err(CliError::Usage(format!("unknown exec command {other:?}"))),
     }
@@ -172,6 +177,7 @@ pub(crate) async fn run(
         }
         ExecCommand::Get(id) => get(remote, &id, out).await,
         ExecCommand::Events(id) => events(remote, &id, out).await,
+        ExecCommand::Export(id) => export(remote, &id, out).await,
         ExecCommand::Cancel(id) => cancel(remote, &id, out).await,
     }
 }
@@ -333,6 +339,21 @@ async fn events(
     Ok(Outcome::Success)
 }
 
+/// `exec export`: the history [`replay::check`](crate::replay::check) reads, as JSON.
+async fn export(
+    remote: &Remote,
+    id: &str,
+    out: &mut (dyn Write + Send),
+) -> Result<Outcome, CliError> {
+    let client = remote.client();
+    let execution = remote.call(client.get(id)).await?;
+    let steps = remote.call(client.steps(id).send()).await?;
+    let events = remote.call(client.all_events(id)).await?;
+    let history = crate::replay::History::new(execution, steps, events);
+    writeln!(out, "{}", history.to_json())?;
+    Ok(Outcome::Success)
+}
+
 /// `exec cancel`.
 async fn cancel(
     remote: &Remote,
@@ -408,6 +429,11 @@ mod tests {
             parse_words(&["events", "x"]).unwrap(),
             ExecCommand::Events("x".into())
         );
+        assert_eq!(
+            parse_words(&["export", "x"]).unwrap(),
+            ExecCommand::Export("x".into())
+        );
+        assert!(parse_words(&["export"]).is_err());
         assert_eq!(
             parse_words(&["cancel", "x"]).unwrap(),
             ExecCommand::Cancel("x".into())

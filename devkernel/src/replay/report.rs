@@ -4,7 +4,7 @@
 use std::fmt;
 
 use rebuno::wire::{ExecutionStatus, StepRecord};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// How the history answered one step the code asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,9 +155,10 @@ impl ReplayReport {
     }
 }
 
-/// A step as one line: `tool_call search {"q":"rust"} (at_most_once)`.
+/// A step as one line: `tool_call search {"q":"rust"} (at_most_once)`, its args with sorted
+/// keys, so the text is the same whatever serde_json features the build has.
 fn describe(kind: &str, target: &str, args: Option<&Value>, idempotency: &str) -> String {
-    let args = args.map_or_else(|| "null".to_owned(), Value::to_string);
+    let args = args.map_or_else(|| "null".to_owned(), |a| sorted(a).to_string());
     let args = truncate(&args, 200);
     let idempotency = if idempotency.is_empty() {
         "safe_to_retry"
@@ -165,6 +166,21 @@ fn describe(kind: &str, target: &str, args: Option<&Value>, idempotency: &str) -
         idempotency
     };
     format!("{kind} `{target}` with {args} ({idempotency})")
+}
+
+/// `value` with every object's keys inserted in sorted order: printed sorted both with and
+/// without serde_json's `preserve_order`.
+fn sorted(value: &Value) -> Value {
+    match value {
+        Value::Object(object) => {
+            let mut keys: Vec<&String> = object.keys().collect();
+            keys.sort();
+            let entries = keys.into_iter().map(|k| (k.clone(), sorted(&object[k])));
+            Value::Object(entries.collect::<Map<String, Value>>())
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
 }
 
 fn truncate(text: &str, max: usize) -> String {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rebuno::{Agent, AgentBuilder, HandlerError, Idempotency, Tool, define_tool, step};
 use rebuno_devkernel::replay::{self, Ending, History, Verdict};
-use rebuno_devkernel::{DevKernel, NewExecution, StepStatus};
+use rebuno_devkernel::{DevKernel, NewExecution, StepStatus, cli};
 use serde_json::{Value, json};
 
 /// Switches shared by every build of the mailer: which code is deployed, whether the current
@@ -212,6 +212,17 @@ async fn a_history_reads_the_same_from_the_harness_the_http_api_and_its_json() {
     assert_eq!(fetched, local);
     let reread = History::from_json(&local.to_json()).unwrap();
     assert_eq!(reread, local);
+    let args = vec![
+        "exec".to_owned(),
+        "export".to_owned(),
+        id.clone(),
+        format!("--url={}", kernel.url()),
+    ];
+    let mut exported = Vec::new();
+    let outcome = cli::run(cli::parse(args, |_| None).unwrap(), &mut exported).await;
+    assert_eq!(outcome.unwrap(), cli::Outcome::Success);
+    let exported = History::from_json(std::str::from_utf8(&exported).unwrap()).unwrap();
+    assert_eq!(exported, local, "rebuno-dev exec export");
     let order: Vec<&str> = local.steps().iter().map(|s| s.target.as_str()).collect();
     assert_eq!(
         order,
@@ -266,4 +277,155 @@ async fn a_history_that_is_not_one_is_a_clear_error() {
     assert!(error.to_string().starts_with("not a history:"), "{error}");
     let error = History::from_json("garbage").unwrap_err();
     assert!(error.to_string().contains("not a history"), "{error}");
+}
+
+const OPS_POLICY: &str = r#"
+default_action: allow
+rules:
+  - id: no-rm
+    when: { target: "rm*" }
+    then: { decision: deny, reason: destructive }
+  - id: gate-email
+    when: { target: send_email }
+    then: { decision: require_approval }
+"#;
+
+/// search (allowed), rm_tmp (denied by policy, handled), send_email (waits for an approval).
+fn ops() -> AgentBuilder {
+    let search = define_tool("search").execute(|q: String| async move { Ok::<_, HandlerError>(q) });
+    let rm = define_tool("rm_tmp").execute(|_: String| async move { Ok::<_, HandlerError>(()) });
+    let send =
+        define_tool("send_email").execute(|to: String| async move { Ok::<_, HandlerError>(to) });
+    Agent::builder("ops").handler(move |_: Value| {
+        let (search, rm, send) = (search.clone(), rm.clone(), send.clone());
+        async move {
+            search.call("logs".to_owned()).await?;
+            let refused = rm.call("/tmp".to_owned()).await.is_err();
+            let sent = send.call("ops@example.com".to_owned()).await?;
+            Ok::<_, HandlerError>(format!("{refused} {sent}"))
+        }
+    })
+}
+
+#[tokio::test]
+async fn denials_and_approvals_replay_as_the_kernel_decided_them() {
+    let kernel = DevKernel::start().await.unwrap();
+    let served = kernel.serve(ops()).await.unwrap();
+    kernel.set_policy("ops", OPS_POLICY).unwrap();
+    let created = kernel
+        .create_execution(NewExecution::new("ops", json!({})))
+        .await
+        .unwrap();
+    kernel
+        .wait_until(created.id, Duration::from_secs(20), |s| {
+            s == rebuno_devkernel::ExecutionStatus::Blocked
+        })
+        .await
+        .unwrap();
+    let history = kernel.history(created.id).unwrap();
+
+    let report = replay::check(ops(), &history).await.unwrap();
+    assert!(report.is_clean(), "{report}");
+    let verdicts: Vec<Verdict> = report.asked.iter().map(|s| s.verdict).collect();
+    assert_eq!(
+        verdicts,
+        [
+            Verdict::Replayed,
+            Verdict::Denied,
+            Verdict::AwaitingApproval
+        ]
+    );
+    assert_eq!(report.ending, Ending::Stopped);
+    served.shutdown().await;
+    kernel.shutdown().await;
+}
+
+/// One tool, `work`, whose body does not return while `hold` is set: the dispatch is cut
+/// off inside it for as long as the test needs.
+fn worker(
+    id: &str,
+    idempotency: Idempotency,
+    hold: Arc<AtomicBool>,
+    runs: Arc<AtomicUsize>,
+) -> AgentBuilder {
+    let work = define_tool("work")
+        .idempotency(idempotency)
+        .execute(move |n: u32| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            let hold = Arc::clone(&hold);
+            async move {
+                while hold.load(Ordering::SeqCst) {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Ok::<_, HandlerError>(n * 2)
+            }
+        });
+    Agent::builder(id).handler(move |n: u32| {
+        let work = work.clone();
+        async move { Ok::<_, HandlerError>(work.call(n).await?) }
+    })
+}
+
+#[tokio::test]
+async fn a_step_cut_off_mid_body_is_rerun_or_indeterminate_by_its_idempotency() {
+    let kernel = DevKernel::start().await.unwrap();
+    for (id, idempotency, verdict) in [
+        ("safe-work", Idempotency::SafeToRetry, Verdict::Rerun),
+        ("once-work", Idempotency::AtMostOnce, Verdict::Indeterminate),
+    ] {
+        let runs = Arc::new(AtomicUsize::new(0));
+        let hold = Arc::new(AtomicBool::new(true));
+        let served = kernel
+            .serve(worker(
+                id,
+                idempotency,
+                Arc::clone(&hold),
+                Arc::clone(&runs),
+            ))
+            .await
+            .unwrap();
+        let created = kernel
+            .create_execution(NewExecution::new(id, json!(21)))
+            .await
+            .unwrap();
+        while runs.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let history = kernel.history(created.id).unwrap();
+        assert_eq!(history.steps()[0].status, "executing");
+
+        let free = Arc::new(AtomicBool::new(false));
+        let report = replay::check(worker(id, idempotency, free, Arc::clone(&runs)), &history)
+            .await
+            .unwrap();
+        assert_eq!(report.asked.len(), 1, "{report}");
+        assert_eq!(report.asked[0].verdict, verdict, "{report}");
+        assert_eq!(runs.load(Ordering::SeqCst), 1, "the check ran no body");
+        match verdict {
+            // The kernel would run it again: the natural next step of a running execution.
+            Verdict::Rerun => {
+                assert!(report.is_clean(), "{report}");
+                assert!(
+                    report.to_string().contains("unsettled, would run again"),
+                    "{report}"
+                );
+            }
+            // The kernel would fail it as indeterminate, and this handler does not reconcile.
+            _ => {
+                assert!(
+                    matches!(&report.ending, Ending::Failed(r) if r.contains("outcome unknown")),
+                    "{report}"
+                );
+                assert!(!report.is_clean(), "{report}");
+            }
+        }
+        hold.store(false, Ordering::SeqCst); // the held body ends; the execution completes
+        let done = kernel
+            .wait_terminal(created.id, Duration::from_secs(20))
+            .await
+            .unwrap();
+        assert_eq!(done.output, Some(json!(42)));
+        served.shutdown().await;
+    }
+    kernel.shutdown().await;
 }
