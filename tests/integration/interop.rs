@@ -8,7 +8,9 @@
 //! back `indeterminate` after a crash and re-delivery, `require_approval` with a grant through
 //! `rebuno::client::Client`, policy denials surfacing as the SDK's refusal string, subagents in a
 //! session with `previous()` state, and resources checkpointed by a Python driver and restored
-//! in a fork made through `rebuno::client::Client::fork`.
+//! in a fork made through `rebuno::client::Client::fork`; and that a history a Python agent
+//! recorded replays offline against a Rust twin of its handler (`rebuno_devkernel::replay`):
+//! both SDKs submit the same kind, target and args, so the kernel gives their steps one identity.
 //!
 //! Event orders are asserted exactly, except `dispatch.acked`: the kernel appends it when the
 //! webhook returns, which can race the handler's first calls (PROTOCOL.md §1.12), so acks are
@@ -1599,4 +1601,297 @@ async fn an_llm_call_recorded_by_python_replays_byte_for_byte_in_rust_and_back()
         assert_eq!(output["status"], 200);
     }
     assert_eq!(stub.hits(), 4, "each answer was fetched once");
+}
+
+// ---------------------------------------------------------------------------------------------
+// g. a Python history replayed against a Rust twin
+// ---------------------------------------------------------------------------------------------
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rebuno::{Agent, AgentBuilder, HandlerError, Idempotency, Tool, define_tool};
+use rebuno_devkernel::replay::{self, Ending, History, Verdict};
+use serde::{Deserialize, Serialize};
+
+/// `replay_agent.py`'s query: non-ASCII text (the SDK sends it `\u`-escaped, Rust as UTF-8)
+/// and characters Go's encoder escapes, all canonicalized to the same identity by the kernel.
+const REPLAY_QUERY: &str = "grüße <🦀> & co";
+
+/// `search`'s args as the Python `@tool` records them: every parameter, defaults applied.
+#[derive(Serialize, Deserialize)]
+struct SearchArgs {
+    query: String,
+    limit: u32,
+    /// A float both SDKs write alike. Not all do: the kernel hashes number literals verbatim,
+    /// and for magnitudes in [1e-9, 1e-4) Python's `json.dumps` writes `1e-05` / `1.5e-07`
+    /// where serde_json writes `0.00001` / `1.5e-7`, so such an arg gets another step id.
+    min_score: f64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct DigestArgs {
+    to: String,
+    subject: String,
+    items: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct ReplayInput {
+    query: String,
+    to: String,
+}
+
+/// How often each body of the Rust twin ran (a replay check runs none).
+#[derive(Clone, Default)]
+struct TwinRuns {
+    search: Arc<AtomicUsize>,
+    send: Arc<AtomicUsize>,
+    pick: Arc<AtomicUsize>,
+    batch: Arc<AtomicUsize>,
+}
+
+impl TwinRuns {
+    fn total(&self) -> usize {
+        [&self.search, &self.send, &self.pick, &self.batch]
+            .iter()
+            .map(|n| n.load(Ordering::SeqCst))
+            .sum()
+    }
+}
+
+#[derive(Clone)]
+struct Twin {
+    runs: TwinRuns,
+    subject: &'static str,
+    search: Tool<SearchArgs, Vec<String>>,
+    send: Tool<DigestArgs, String>,
+}
+
+/// The Rust twin of `replay_agent.py`: the same agent id, tools (names, args, idempotency),
+/// local steps, order and output; `subject` is the digest's subject ("Weekly digest" there).
+fn rust_replay_twin(runs: &TwinRuns, subject: &'static str) -> AgentBuilder {
+    let searched = Arc::clone(&runs.search);
+    let search = define_tool("search").execute(move |args: SearchArgs| {
+        searched.fetch_add(1, Ordering::SeqCst);
+        async move {
+            let found: Vec<String> = (1..=args.limit)
+                .map(|i| format!("{}-{i}", args.query))
+                .collect();
+            Ok::<_, HandlerError>(found)
+        }
+    });
+    let sent = Arc::clone(&runs.send);
+    let send = define_tool("send_digest")
+        .idempotency(Idempotency::AtMostOnce)
+        .execute(move |args: DigestArgs| {
+            sent.fetch_add(1, Ordering::SeqCst);
+            async move { Ok::<_, HandlerError>(format!("sent {} to {}", args.items.len(), args.to)) }
+        });
+    let twin = Twin {
+        runs: runs.clone(),
+        subject,
+        search,
+        send,
+    };
+    Agent::builder("interop-replay").handler_with_state(
+        twin,
+        |t: Twin, input: ReplayInput| async move {
+            let search = SearchArgs {
+                query: input.query,
+                limit: 3,
+                min_score: 0.25,
+            };
+            let found = t.search.call(search).await?;
+            let picks = Arc::clone(&t.runs.pick);
+            let count = found.len();
+            let picked: usize = rebuno::Step::new("pick")
+                .args(json!({ "found": found }))
+                .run(|| async move {
+                    picks.fetch_add(1, Ordering::SeqCst);
+                    Ok::<_, HandlerError>(count - 1)
+                })
+                .await?;
+            let batches = Arc::clone(&t.runs.batch);
+            let batch: String = rebuno::step("batch", || async move {
+                batches.fetch_add(1, Ordering::SeqCst);
+                Ok::<_, HandlerError>("batch-7".to_owned())
+            })
+            .await?;
+            let digest = DigestArgs {
+                to: input.to,
+                subject: t.subject.to_owned(),
+                items: found[..picked].to_vec(),
+            };
+            let receipt = t.send.call(digest).await?;
+            Ok::<_, HandlerError>(
+                json!({ "found": found, "picked": picked, "batch": batch, "receipt": receipt }),
+            )
+        },
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_history_recorded_by_python_replays_against_a_rust_twin_and_a_changed_arg_is_named() {
+    let mut h = Interop::start("replay").await;
+    h.serve("replay_agent", "interop-replay", None).await;
+    let to = "ada@example.com";
+    let id = h
+        .create("interop-replay", json!({ "query": REPLAY_QUERY, "to": to }))
+        .await;
+    let done = h.wait_terminal(id).await;
+    assert_eq!(
+        done.status,
+        ExecutionStatus::Completed,
+        "{}",
+        done.failure_reason
+    );
+    let found: Vec<String> = (1..=3).map(|i| format!("{REPLAY_QUERY}-{i}")).collect();
+    let output = json!({
+        "found": found,
+        "picked": 2,
+        "batch": "batch-7",
+        "receipt": format!("sent 2 to {to}"),
+    });
+    assert_eq!(done.output, Some(output.clone()));
+    for marker in ["search.ran", "pick.ran", "batch.ran", "send_digest.ran"] {
+        assert_eq!(h.marks(marker).len(), 1, "{marker} ran once in Python");
+    }
+
+    // The history, as the Python SDK recorded it: kind, target, args and idempotency of each
+    // step, in the order proposed.
+    let history = h.kernel.history(id).expect("a history");
+    assert_eq!(History::from_json(&history.to_json()).unwrap(), history);
+    let digest = json!({ "to": to, "subject": "Weekly digest", "items": found[..2] });
+    let recorded: Vec<(&str, &str, Option<&Value>, &str, &str)> = history
+        .steps()
+        .iter()
+        .map(|s| {
+            (
+                s.kind.as_str(),
+                s.target.as_str(),
+                s.args.as_ref(),
+                s.idempotency.as_str(),
+                s.status.as_str(),
+            )
+        })
+        .collect();
+    let search_args = json!({ "query": REPLAY_QUERY, "limit": 3, "min_score": 0.25 });
+    let pick_args = json!({ "found": found });
+    let no_args = json!({});
+    assert_eq!(
+        recorded,
+        [
+            (
+                "tool_call",
+                "search",
+                Some(&search_args),
+                "safe_to_retry",
+                "succeeded"
+            ),
+            (
+                "local",
+                "pick",
+                Some(&pick_args),
+                "safe_to_retry",
+                "succeeded"
+            ),
+            (
+                "local",
+                "batch",
+                Some(&no_args),
+                "safe_to_retry",
+                "succeeded"
+            ),
+            (
+                "tool_call",
+                "send_digest",
+                Some(&digest),
+                "at_most_once",
+                "succeeded"
+            ),
+        ],
+        "{history:#?}"
+    );
+
+    // The Rust twin replays it: the same four step ids, nothing run, the same output.
+    let runs = TwinRuns::default();
+    let report = replay::check(rust_replay_twin(&runs, "Weekly digest"), &history)
+        .await
+        .expect("check");
+    assert!(report.is_clean(), "{report}");
+    assert_eq!(report.asked.len(), 4, "{report}");
+    for (asked, step) in report.asked.iter().zip(history.steps()) {
+        assert_eq!(asked.verdict, Verdict::Replayed, "{report}");
+        assert_eq!(asked.step_id, step.step_id, "{report}");
+        assert_eq!(
+            (asked.kind.as_str(), asked.target.as_str(), &asked.args),
+            (
+                step.kind.as_str(),
+                step.target.as_str(),
+                step.args.as_ref().unwrap()
+            ),
+        );
+        assert_eq!(asked.idempotency, step.idempotency, "{}", step.target);
+    }
+    assert!(report.unreached.is_empty(), "{report}");
+    assert_eq!(report.ending, Ending::Completed(output));
+    assert!(
+        report
+            .to_string()
+            .contains("4 of 4 recorded steps replayed"),
+        "{report}"
+    );
+    assert_eq!(runs.total(), 0, "a replay check runs no body");
+
+    // A twin that changed the digest's subject parts from it at step 4, before the send.
+    let changed = replay::check(rust_replay_twin(&runs, "Your weekly digest"), &history)
+        .await
+        .expect("check");
+    assert!(!changed.is_clean(), "{changed}");
+    let (asked, expected) = changed.divergence().expect("a divergence");
+    assert_eq!(
+        (asked.position, asked.kind.as_str(), asked.target.as_str()),
+        (4, "tool_call", "send_digest"),
+        "{changed}"
+    );
+    assert_eq!(asked.idempotency, "at_most_once");
+    assert_eq!(asked.verdict, Verdict::New);
+    assert_eq!(asked.args["subject"], "Your weekly digest");
+    let expected = expected.expect("the recorded step expected there");
+    assert_eq!(expected.target, "send_digest");
+    assert_eq!(expected.args.as_ref(), Some(&digest));
+    assert!(
+        changed.asked[..3]
+            .iter()
+            .all(|s| s.verdict == Verdict::Replayed),
+        "{changed}"
+    );
+    assert_eq!(changed.dangerous_steps().count(), 1, "{changed}");
+    assert_eq!(changed.unreached.len(), 1, "{changed}");
+    assert_eq!(changed.ending, Ending::Stopped);
+    // Both sides print with sorted keys, even here, where rig-core turns on serde_json's
+    // `preserve_order` (the asked args were serialized in field order).
+    let items = json!(found[..2]);
+    let text = changed.to_string();
+    assert!(
+        text.contains(&format!(
+            "step 4: the history has tool_call `send_digest` with \
+             {{\"items\":{items},\"subject\":\"Weekly digest\",\"to\":\"{to}\"}} (at_most_once); \
+             this code asked for tool_call `send_digest` with \
+             {{\"items\":{items},\"subject\":\"Your weekly digest\",\"to\":\"{to}\"}} (at_most_once), \
+             which would run live"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("at_most_once: would take effect again"),
+        "{text}"
+    );
+    assert!(
+        text.contains("never reached: tool_call `send_digest`"),
+        "{text}"
+    );
+    assert_eq!(runs.total(), 0, "neither check ran a body");
+    assert_eq!(h.marks("send_digest.ran").len(), 1, "nor a Python one");
 }
