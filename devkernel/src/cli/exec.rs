@@ -345,11 +345,9 @@ async fn export(
     id: &str,
     out: &mut (dyn Write + Send),
 ) -> Result<Outcome, CliError> {
-    let client = remote.client();
-    let execution = remote.call(client.get(id)).await?;
-    let steps = remote.call(client.steps(id).send()).await?;
-    let events = remote.call(client.all_events(id)).await?;
-    let history = crate::replay::History::new(execution, steps, events);
+    let history = remote
+        .call(crate::replay::History::fetch(remote.client(), id))
+        .await?;
     writeln!(out, "{}", history.to_json())?;
     Ok(Outcome::Success)
 }

@@ -69,17 +69,10 @@ impl History {
 
     /// Fetches execution `execution_id`'s history from a kernel (three reads, every page of
     /// the event log).
-    pub async fn fetch(client: &Client, execution_id: &str) -> Result<Self, ReplayError> {
-        let execution = client.get(execution_id).await.map_err(ReplayError::Fetch)?;
-        let steps = client
-            .steps(execution_id)
-            .send()
-            .await
-            .map_err(ReplayError::Fetch)?;
-        let events = client
-            .all_events(execution_id)
-            .await
-            .map_err(ReplayError::Fetch)?;
+    pub async fn fetch(client: &Client, execution_id: &str) -> rebuno::Result<Self> {
+        let execution = client.get(execution_id).await?;
+        let steps = client.steps(execution_id).send().await?;
+        let events = client.all_events(execution_id).await?;
         Ok(Self::new(execution, steps, events))
     }
 

@@ -75,9 +75,6 @@ pub enum ReplayError {
     /// The history's JSON is not a history.
     #[error("not a history: {0}")]
     History(#[source] serde_json::Error),
-    /// Reading a history from a kernel failed.
-    #[error("could not fetch the history: {0}")]
-    Fetch(#[source] rebuno::Error),
     /// The agent did not build.
     #[error("the agent did not build: {0}")]
     Agent(#[source] rebuno::Error),
