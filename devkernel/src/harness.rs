@@ -56,6 +56,9 @@ pub enum DevKernelError {
     /// The agent given to [`DevKernel::serve`] could not be built.
     #[error("agent: {0}")]
     Agent(#[from] rebuno::Error),
+    /// An agent's HTTP client could not be made.
+    #[error("agent transport: {0}")]
+    Transport(#[from] rebuno::kernel::TransportError),
 }
 
 /// The secret [`DevKernel::serve`] gives the agents it serves and registers.

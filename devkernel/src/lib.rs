@@ -42,6 +42,7 @@
 mod backoff;
 pub mod cli;
 mod clock;
+pub mod crash;
 mod error;
 mod event;
 mod harness;

@@ -12,6 +12,7 @@ mod auth;
 mod cli;
 mod cli_errors;
 mod clock;
+mod crash;
 mod flow;
 mod forks;
 mod golden;
