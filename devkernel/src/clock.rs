@@ -98,6 +98,19 @@ impl Clock {
     }
 }
 
+/// The SDK's sleeps on a kernel clock: an agent under test waits (heartbeats, retries) in the
+/// same time the kernel keeps, so a manual clock drives both.
+#[derive(Debug, Clone)]
+pub(crate) struct KernelSleep(pub(crate) Clock);
+
+impl rebuno::rt::Sleep for KernelSleep {
+    fn sleep(&self, duration: Duration) -> rebuno::rt::Delay {
+        let clock = self.0.clone();
+        let at = clock.now() + duration.min(LONGEST);
+        rebuno::rt::Delay::new(async move { clock.sleep_until(at).await })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -419,6 +419,21 @@ impl DevKernel {
             .unwrap_or_default()
     }
 
+    /// The runtime for an agent under test: Tokio, with this kernel's clock for every wait of
+    /// the SDK (heartbeats, retry pauses), so on a [`manual_clock`](DevKernelBuilder::manual_clock)
+    /// an agent heartbeats only when [`advance`](Self::advance) moves time. Request timestamps
+    /// stay on the system clock, which the kernel checks them against. [`serve`](Self::serve)
+    /// uses it on a manual clock; build your own agent with `.runtime(kernel.runtime())` to
+    /// do the same.
+    pub fn runtime(&self) -> rebuno::rt::Runtime {
+        let sleep = crate::clock::KernelSleep(self.kernel.clock().clone());
+        rebuno::rt::Runtime::new(
+            rebuno::rt::TokioRuntime::new(),
+            sleep,
+            rebuno::rt::SystemClock::default(),
+        )
+    }
+
     /// An execution's history for [`replay::check`](crate::replay::check): the execution, its
     /// steps and its event log as the HTTP API serves them. `None` if unknown.
     pub fn history(&self, id: Uuid) -> Option<crate::replay::History> {
@@ -453,11 +468,19 @@ impl DevKernel {
     /// # Ok(()) }
     /// ```
     ///
+    /// On a [`manual_clock`](DevKernelBuilder::manual_clock) the agent runs on
+    /// [`runtime`](Self::runtime): its heartbeats and retry pauses wait for
+    /// [`advance`](Self::advance) like the kernel's leases do.
+    ///
     /// # Errors
     ///
     /// [`DevKernelError::Agent`] when the builder does not build (no handler, say),
     /// [`DevKernelError::Bind`] when no port can be bound, and registration errors.
     pub async fn serve(&self, agent: rebuno::AgentBuilder) -> Result<ServedAgent, DevKernelError> {
+        let agent = match self.kernel.clock() {
+            Clock::Manual(_) => agent.runtime(self.runtime()),
+            Clock::System => agent,
+        };
         let agent = agent.base_url(self.url()).secret(SERVE_SECRET).build()?;
         let addr = SocketAddr::from(([127, 0, 0, 1], 0));
         let listener = TcpListener::bind(addr)

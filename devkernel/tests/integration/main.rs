@@ -26,3 +26,4 @@ mod restart;
 mod serve;
 mod sessions_subagents;
 mod stream;
+mod virtual_time;

@@ -1,0 +1,197 @@
+//! Virtual time with a real SDK agent: on a manual clock the agent served by the dev kernel
+//! waits on the kernel's clock, so heartbeats, leases and an hour-long approval all move with
+//! `advance`, in milliseconds of wall time.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use rebuno::kernel::{HyperTransport, Transport, TransportFuture};
+use rebuno::{Agent, HandlerError, define_tool, step};
+use rebuno_devkernel::{DevKernel, ExecutionStatus, NewExecution};
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// The SDK's own transport, counting heartbeats.
+#[derive(Debug, Clone)]
+struct CountingHeartbeats {
+    inner: Arc<HyperTransport>,
+    heartbeats: Arc<AtomicUsize>,
+}
+
+impl Transport for CountingHeartbeats {
+    fn send(&self, request: http::Request<Bytes>, timeout: Duration) -> TransportFuture {
+        if request.uri().path().ends_with("/heartbeat") {
+            self.heartbeats.fetch_add(1, Ordering::SeqCst);
+        }
+        self.inner.send(request, timeout)
+    }
+}
+
+/// Waits (in real time, briefly) until `count` reaches `at_least`.
+async fn until(count: &AtomicUsize, at_least: usize) {
+    let limit = Instant::now() + Duration::from_secs(10);
+    while count.load(Ordering::SeqCst) < at_least {
+        assert!(
+            Instant::now() < limit,
+            "only {} of {at_least}",
+            count.load(Ordering::SeqCst)
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+#[tokio::test]
+async fn heartbeats_follow_the_kernel_clock_and_keep_a_lease_for_two_virtual_minutes() {
+    let wall = Instant::now();
+    let kernel = DevKernel::builder()
+        .manual_clock()
+        .default_lease_timeout(Duration::from_secs(30)) // a heartbeat every 10 s
+        .start()
+        .await
+        .unwrap();
+    let heartbeats = Arc::new(AtomicUsize::new(0));
+    let transport = CountingHeartbeats {
+        inner: Arc::new(HyperTransport::new().unwrap()),
+        heartbeats: Arc::clone(&heartbeats),
+    };
+    let release = Arc::new(Notify::new());
+    let entered = Arc::new(Notify::new());
+    let (held, started) = (Arc::clone(&release), Arc::clone(&entered));
+    let agent = Agent::builder("long")
+        .transport(transport)
+        .handler(move |_: Value| {
+            let (held, started) = (Arc::clone(&held), Arc::clone(&started));
+            async move {
+                step("long work", move || async move {
+                    started.notify_one();
+                    held.notified().await;
+                    Ok::<_, HandlerError>("done".to_owned())
+                })
+                .await
+                .map_err(HandlerError::from)
+            }
+        });
+    let served = kernel.serve(agent).await.unwrap();
+    let created = kernel
+        .create_execution(NewExecution::new("long", json!({})))
+        .await
+        .unwrap();
+    entered.notified().await;
+
+    // Real time passes, virtual time does not: no heartbeat.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(heartbeats.load(Ordering::SeqCst), 0);
+
+    // Two virtual minutes in 10 s strides: a heartbeat each, and the 30 s lease never lapses.
+    for stride in 1..=12 {
+        kernel.advance(Duration::from_secs(10)).unwrap();
+        until(&heartbeats, stride).await;
+    }
+    let reclaimed = kernel
+        .events(created.id)
+        .iter()
+        .filter(|e| e.kind == "dispatch.reclaimed")
+        .count();
+    assert_eq!(reclaimed, 0, "the heartbeats kept the lease");
+
+    release.notify_one();
+    let done = kernel
+        .wait_terminal(created.id, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(done.output, Some(json!("done")));
+    served.shutdown().await;
+    kernel.shutdown().await;
+    eprintln!(
+        "120 s of virtual time, 12 heartbeats, in {:?} of wall time",
+        wall.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn an_sdk_agent_waits_out_an_hour_long_approval_in_milliseconds() {
+    let wall = Instant::now();
+    let kernel = DevKernel::builder()
+        .manual_clock()
+        .approval_timeout(HOUR)
+        .start()
+        .await
+        .unwrap();
+    let deploy = define_tool("deploy")
+        .execute(|env: String| async move { Ok::<_, HandlerError>(format!("deployed to {env}")) });
+    let agent = Agent::builder("deployer").handler(move |env: String| {
+        let deploy = deploy.clone();
+        async move {
+            Ok::<_, HandlerError>(match deploy.call(env).await {
+                Ok(done) => done,
+                Err(refused) => format!("not deployed: {refused}"),
+            })
+        }
+    });
+    let served = kernel.serve(agent).await.unwrap();
+    kernel
+        .set_policy(
+            "deployer",
+            "rules:\n  - id: gate\n    when: { target: deploy }\n    then: { decision: require_approval }\n",
+        )
+        .unwrap();
+    let created = kernel
+        .create_execution(NewExecution::new("deployer", json!("prod")))
+        .await
+        .unwrap();
+    let blocked = |s: ExecutionStatus| s == ExecutionStatus::Blocked;
+    kernel
+        .wait_until(created.id, Duration::from_secs(10), blocked)
+        .await
+        .unwrap();
+
+    kernel.advance(HOUR - Duration::from_secs(1)).unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(
+        kernel.execution(created.id).unwrap().status,
+        ExecutionStatus::Blocked
+    );
+    assert!(
+        kernel
+            .approvals()
+            .iter()
+            .all(|a| a.status == rebuno_devkernel::ApprovalStatus::Pending)
+    );
+
+    kernel.advance(Duration::from_secs(1)).unwrap();
+    let done = kernel
+        .wait_terminal(created.id, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(
+        done.status,
+        ExecutionStatus::Completed,
+        "{}",
+        done.failure_reason
+    );
+    let output = done.output.unwrap();
+    assert!(
+        output.as_str().unwrap().starts_with("not deployed"),
+        "{output}"
+    );
+    assert!(
+        output.as_str().unwrap().contains("approval_timeout"),
+        "{output}"
+    );
+    assert!(
+        kernel
+            .approvals()
+            .iter()
+            .all(|a| a.status == rebuno_devkernel::ApprovalStatus::Expired)
+    );
+    served.shutdown().await;
+    kernel.shutdown().await;
+    eprintln!(
+        "an hour-long approval expired in {:?} of wall time",
+        wall.elapsed()
+    );
+}
