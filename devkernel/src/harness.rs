@@ -17,7 +17,7 @@ use crate::kernel::{
     Principal, Resolution,
 };
 use crate::model::{
-    AgentRecord, Approval, Event, Execution, ExecutionStatus, ForkPoints, IssuedApiKey,
+    AgentRecord, Approval, Event, EventKind, Execution, ExecutionStatus, ForkPoints, IssuedApiKey,
     ResourceView, StepRecord,
 };
 use crate::policy::{Policy, PolicyError};
@@ -572,6 +572,53 @@ impl DevKernel {
         match waited {
             Ok(Ok(_)) => self.execution(id).ok_or(DevKernelError::NotFound(id)),
             Ok(Err(_)) => Err(DevKernelError::NotFound(id)),
+            Err(_) => Err(DevKernelError::Timeout(timeout, id)),
+        }
+    }
+
+    /// Waits, without polling, until the execution's log holds an event of `kind`, and
+    /// returns the first one.
+    ///
+    /// ```no_run
+    /// # async fn demo(kernel: rebuno_devkernel::DevKernel, id: uuid::Uuid) -> Result<(), rebuno_devkernel::DevKernelError> {
+    /// use rebuno_devkernel::EventKind;
+    /// let granted = kernel.wait_for_event(id, EventKind::ApprovalRequested, std::time::Duration::from_secs(5)).await?;
+    /// println!("{}", granted.payload);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`DevKernelError::NotFound`] or [`DevKernelError::Timeout`].
+    pub async fn wait_for_event(
+        &self,
+        id: Uuid,
+        kind: EventKind,
+        timeout: Duration,
+    ) -> Result<Event, DevKernelError> {
+        let cell = self
+            .kernel
+            .store()
+            .execution(id)
+            .ok_or(DevKernelError::NotFound(id))?;
+        let mut seq = cell.subscribe_seq();
+        let find = || {
+            self.events(id)
+                .into_iter()
+                .find(|e| e.kind == kind.as_str())
+        };
+        let waited = tokio::time::timeout(timeout, async {
+            loop {
+                seq.borrow_and_update();
+                if let Some(event) = find() {
+                    return Some(event);
+                }
+                seq.changed().await.ok()?;
+            }
+        });
+        match waited.await {
+            Ok(Some(event)) => Ok(event),
+            Ok(None) => Err(DevKernelError::NotFound(id)),
             Err(_) => Err(DevKernelError::Timeout(timeout, id)),
         }
     }

@@ -58,7 +58,7 @@ mod usage;
 
 pub use error::KernelError;
 pub use harness::{AgentSpec, DevKernel, DevKernelBuilder, DevKernelError, ServedAgent};
-pub use kernel::NewExecution;
+pub use kernel::{CaseResult, NewExecution, PolicyReport};
 pub use manifest::{Manifest, ManifestError};
 pub use model::{
     AgentRecord, ApiKey, Approval, ApprovalStatus, CheckpointView, Event, EventKind, Execution,

@@ -41,6 +41,7 @@ pub use create::NewExecution;
 pub(crate) use execution::{CompleteRequest, FailRequest, ListQuery};
 pub(crate) use fork::ForkRequest;
 pub(crate) use policy_test::PolicyTestRequest;
+pub use policy_test::{CaseResult, PolicyReport};
 pub(crate) use resources::{BindRequest, Captures, RegisterRequest};
 pub(crate) use step::{OutcomeRequest, SubmitRequest};
 pub(crate) use stream::DeltaRequest;

@@ -29,13 +29,16 @@ pub(crate) struct ExecCell {
     pub(crate) agent_id: String,
     state: Mutex<ExecState>,
     status: watch::Sender<ExecutionStatus>,
+    /// The newest event's seq, for waiters on the log.
+    seq: watch::Sender<u64>,
     /// Live step deltas (SSE frames), created on first use.
     deltas: OnceLock<broadcast::Sender<Arc<str>>>,
 }
 
-/// An execution's lock; dropping it writes what was recorded under it to the journal.
+/// An execution's lock; dropping it writes what was recorded under it to the journal and
+/// tells waiters on the log how far it reaches.
 #[derive(Debug)]
-pub(crate) struct StateGuard<'a>(MutexGuard<'a, ExecState>);
+pub(crate) struct StateGuard<'a>(MutexGuard<'a, ExecState>, &'a watch::Sender<u64>);
 
 impl Deref for StateGuard<'_> {
     type Target = ExecState;
@@ -54,6 +57,7 @@ impl DerefMut for StateGuard<'_> {
 impl Drop for StateGuard<'_> {
     fn drop(&mut self) {
         self.0.flush();
+        send_if_changed(self.1, self.0.latest_seq());
     }
 }
 
@@ -65,11 +69,13 @@ impl ExecCell {
     pub(crate) fn new(mut state: ExecState) -> Self {
         state.flush();
         let (status, _) = watch::channel(state.exec.status);
+        let (seq, _) = watch::channel(state.latest_seq());
         Self {
             id: state.exec.id,
             agent_id: state.exec.agent_id.clone(),
             state: Mutex::new(state),
             status,
+            seq,
             deltas: OnceLock::new(),
         }
     }
@@ -77,21 +83,22 @@ impl ExecCell {
     /// Locks the execution for a mutation or a consistent read. Releasing the lock writes
     /// the events recorded under it to the journal, as one batch.
     pub(crate) fn lock(&self) -> StateGuard<'_> {
-        StateGuard(super::lock(&self.state))
+        StateGuard(super::lock(&self.state), &self.seq)
     }
 
     /// Publishes the current status to watchers. Call after a mutation, with the lock
     /// released: the status is read and sent under the lock, so the last publish always
-    /// carries the newest status.
+    /// carries the newest status. (Waiters on the log need no call: every lock sends the
+    /// newest seq when it is released.)
     pub(crate) fn publish(&self) {
         let state = self.lock();
-        let status = state.exec.status;
-        self.status.send_if_modified(|current| {
-            let changed = *current != status;
-            *current = status;
-            changed
-        });
+        send_if_changed(&self.status, state.exec.status);
         drop(state);
+    }
+
+    /// Watches the newest event's seq.
+    pub(crate) fn subscribe_seq(&self) -> watch::Receiver<u64> {
+        self.seq.subscribe()
     }
 
     /// Subscribes to live step deltas.
@@ -345,4 +352,13 @@ impl ExecState {
             .iter()
             .any(|d| d.status != DispatchStatus::Exhausted)
     }
+}
+
+/// Sends `value` to a watch if it differs from the current one.
+fn send_if_changed<T: PartialEq>(sender: &watch::Sender<T>, value: T) {
+    sender.send_if_modified(|current| {
+        let changed = *current != value;
+        *current = value;
+        changed
+    });
 }

@@ -16,6 +16,7 @@ mod crash;
 mod flow;
 mod forks;
 mod golden;
+mod helpers;
 mod limits;
 mod policy_approvals;
 mod policy_test;

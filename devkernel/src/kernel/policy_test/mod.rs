@@ -70,9 +70,9 @@ pub(crate) struct Case {
     pub(crate) was_rule: String,
 }
 
-/// One evaluated case.
+/// One evaluated case of a [`PolicyReport`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct CaseResult {
+pub struct CaseResult {
     #[serde(flatten)]
     case: Case,
     decision: &'static str,
@@ -85,9 +85,18 @@ pub(crate) struct CaseResult {
     failure: Option<String>,
 }
 
-/// The report: every result, how many failed, which rules no case reached.
+/// A policy test: every case's result, how many failed, which rules no case reached.
+///
+/// ```
+/// use rebuno_devkernel::Policy;
+///
+/// let policy = Policy::parse("default_action: deny\nrules:\n  - id: reads\n    when: {target: search}\n    then: {decision: allow}\n")?;
+/// let report = policy.test_cases("agent_id: researcher\ncases:\n  - {name: search, target: search, expect: allow}\n  - {name: shell, target: shell_exec, expect: deny, expect_rule: default}\n")?;
+/// assert!(report.passed(), "{report}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub(crate) struct Report {
+pub struct PolicyReport {
     results: Vec<CaseResult>,
     failed: usize,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -161,10 +170,10 @@ fn evaluate(policy: &Policy, case: Case) -> CaseResult {
 }
 
 /// Runs every case and lists the rules none of them reached.
-fn run(policy: &Policy, cases: Vec<Case>) -> Report {
+fn run(policy: &Policy, cases: Vec<Case>) -> PolicyReport {
     let results: Vec<CaseResult> = cases.into_iter().map(|c| evaluate(policy, c)).collect();
     let hit: BTreeSet<&str> = results.iter().map(|r| r.rule_id.as_str()).collect();
-    Report {
+    PolicyReport {
         failed: results.iter().filter(|r| !r.pass).count(),
         unexercised_rules: policy
             .rule_ids()
@@ -181,7 +190,7 @@ impl Kernel {
         &self,
         agent_id: &str,
         request: PolicyTestRequest,
-    ) -> Result<Report, KernelError> {
+    ) -> Result<PolicyReport, KernelError> {
         let agent = self
             .store()
             .agent(agent_id)
@@ -202,6 +211,119 @@ impl Kernel {
         };
         normalize(&mut cases, agent_id)?;
         Ok(run(&policy, cases))
+    }
+}
+
+/// A `*.policytest.yaml` file, as the Go kernel's `rebuno policy test` reads it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CasesFile {
+    #[serde(default)]
+    agent_id: String,
+    #[serde(default)]
+    cases: Vec<Case>,
+}
+
+impl Policy {
+    /// Runs the cases of a `*.policytest.yaml` file (`agent_id`, then `cases` with `name`,
+    /// `kind`, `target`, `args`, `expect` and `expect_rule`, the Go kernel's format) against
+    /// this bundle, so the cases kept beside a bundle run from `cargo test`.
+    ///
+    /// # Errors
+    ///
+    /// [`KernelError`] (validation) when the file does not parse, a case has no target, or
+    /// names an unknown kind or decision.
+    pub fn test_cases(&self, cases_yaml: &str) -> Result<PolicyReport, KernelError> {
+        let file: CasesFile = serde_yaml::from_str(cases_yaml)
+            .map_err(|e| KernelError::validation(format!("invalid policy test cases: {e}")))?;
+        let mut cases = file.cases;
+        normalize(&mut cases, &file.agent_id)?;
+        Ok(run(self, cases))
+    }
+}
+
+impl PolicyReport {
+    /// Whether every case met its expectations.
+    pub fn passed(&self) -> bool {
+        self.failed == 0
+    }
+
+    /// Every case's result, in order.
+    pub fn results(&self) -> &[CaseResult] {
+        &self.results
+    }
+
+    /// How many cases failed.
+    pub fn failed(&self) -> usize {
+        self.failed
+    }
+
+    /// Rules no case reached, in file order.
+    pub fn unexercised_rules(&self) -> &[String] {
+        &self.unexercised_rules
+    }
+}
+
+impl CaseResult {
+    /// The case's name (or empty).
+    pub fn name(&self) -> &str {
+        &self.case.name
+    }
+
+    /// The target it asked about.
+    pub fn target(&self) -> &str {
+        &self.case.target
+    }
+
+    /// `allow`, `deny` or `require_approval`.
+    pub fn decision(&self) -> &str {
+        self.decision
+    }
+
+    /// The rule that decided (`default` for the default action).
+    pub fn rule_id(&self) -> &str {
+        &self.rule_id
+    }
+
+    /// Whether it met its expectations.
+    pub fn pass(&self) -> bool {
+        self.pass
+    }
+
+    /// What it got against what it expected, when it failed.
+    pub fn failure(&self) -> Option<&str> {
+        self.failure.as_deref()
+    }
+}
+
+impl std::fmt::Display for PolicyReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let total = self.results.len();
+        writeln!(
+            f,
+            "policy test: {} of {total} cases passed",
+            total - self.failed
+        )?;
+        for result in self.results.iter().filter(|r| !r.pass) {
+            let name = if result.case.name.is_empty() {
+                &result.case.target
+            } else {
+                &result.case.name
+            };
+            writeln!(
+                f,
+                "  FAIL {name}: {}",
+                result.failure.as_deref().unwrap_or_default()
+            )?;
+        }
+        if !self.unexercised_rules.is_empty() {
+            writeln!(
+                f,
+                "  rules no case reached: {}",
+                self.unexercised_rules.join(", ")
+            )?;
+        }
+        Ok(())
     }
 }
 
