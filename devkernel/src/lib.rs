@@ -31,7 +31,12 @@
 //! approvals.
 //!
 //! The `rebuno-dev` binary serves the kernel and is also a small client ([`cli`]):
-//! `rebuno-dev exec create|list|get|events|cancel`, `rebuno-dev approvals list|grant|deny`.
+//! `rebuno-dev exec create|list|get|events|export|cancel`, `rebuno-dev approvals list|grant|deny`.
+//!
+//! For testing agents: [`testing`] is the guide, with an example of each tool: end-to-end
+//! runs, [`crash::crash_every_step`], [`replay::check`] before a deploy, virtual time on a
+//! [manual clock](DevKernelBuilder::manual_clock), [`DevKernel::wait_for_event`] and
+//! [`Policy::test_cases`].
 //!
 //! Which routes it serves, what it leaves out (execution deadlines, the `judge` policy decision,
 //! retention) and how it decides where PROTOCOL.md leaves a choice open are written up in
@@ -54,6 +59,8 @@ pub mod model;
 mod policy;
 pub mod replay;
 mod store;
+#[doc = include_str!("../docs/testing.md")]
+pub mod testing {}
 mod usage;
 
 pub use error::KernelError;
