@@ -52,7 +52,7 @@ use uuid::Uuid;
 pub use report::{CrashPoint, CrashReport, Problem, Scenario, StepRuns};
 use transport::CrashingTransport;
 
-use crate::model::{Execution, ExecutionStatus, StepRecord};
+use crate::model::{Execution, ExecutionStatus, StepRecord, StepStatus};
 use crate::{DevKernel, DevKernelError, NewExecution, ServedAgent};
 
 /// How long one run (with or without a crash) may take to end.
@@ -250,6 +250,12 @@ impl Crash {
             scenario
                 .problems
                 .push(Problem::RanTwice(StepRuns::new(step, count(step))));
+        }
+        let succeeded = |s: &&StepRecord| s.status == StepStatus::Succeeded;
+        for step in steps.iter().filter(succeeded).filter(|s| count(s) == 0) {
+            scenario
+                .problems
+                .push(Problem::NeverRan(StepRuns::new(step, 0)));
         }
         let asked_again: HashSet<String> = self
             .second

@@ -99,6 +99,8 @@ pub enum Problem {
     },
     /// An `at_most_once` body started more than once.
     RanTwice(StepRuns),
+    /// A step recorded as succeeded whose body no agent was ever told to run.
+    NeverRan(StepRuns),
     /// A step recorded before the crash was never asked for again after it: the handler took
     /// another path on re-delivery (it reads a clock, a random number or outside state
     /// outside a step).
@@ -119,6 +121,9 @@ impl fmt::Display for Problem {
                 expected.0, expected.1, got.0, got.1
             ),
             Self::RanTwice(step) => write!(f, "{} ran {} times", step.describe(), step.body_runs),
+            Self::NeverRan(step) => {
+                write!(f, "{} succeeded but its body never ran", step.describe())
+            }
             Self::Abandoned(step) => write!(
                 f,
                 "{} was recorded before the crash but never asked for again after it: the \

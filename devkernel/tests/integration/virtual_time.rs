@@ -195,3 +195,55 @@ async fn an_sdk_agent_waits_out_an_hour_long_approval_in_milliseconds() {
         wall.elapsed()
     );
 }
+
+#[tokio::test]
+async fn an_sdk_agent_parked_by_a_rate_limit_resumes_when_the_clock_refills_the_bucket() {
+    let kernel = DevKernel::builder().manual_clock().start().await.unwrap();
+    let fetched = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&fetched);
+    let fetch = define_tool("fetch").execute(move |n: u32| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        async move { Ok::<_, HandlerError>(n * 10) }
+    });
+    let agent = Agent::builder("fetcher").handler(move |_: Value| {
+        let fetch = fetch.clone();
+        async move { Ok::<_, HandlerError>(fetch.call(1).await? + fetch.call(2).await?) }
+    });
+    let served = kernel.serve(agent).await.unwrap();
+    kernel
+        .set_policy(
+            "fetcher",
+            "rules:\n  - id: slow\n    when: { target: fetch }\n    then: { decision: allow, rate_limit: { max_calls: 1, window: 1h, max_wait: 2h } }\n",
+        )
+        .unwrap();
+    let created = kernel
+        .create_execution(NewExecution::new("fetcher", json!({})))
+        .await
+        .unwrap();
+    let wait = Duration::from_secs(10);
+    kernel
+        .wait_for_event(
+            created.id,
+            rebuno_devkernel::EventKind::StepRateLimited,
+            wait,
+        )
+        .await
+        .unwrap();
+
+    // Parked: one call made, the second waits for the bucket, not for real time.
+    kernel.advance(Duration::from_secs(59 * 60)).unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(fetched.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        kernel.execution(created.id).unwrap().status,
+        ExecutionStatus::Running
+    );
+
+    // The park re-delivers after the wait for a token plus up to 25% jitter: by 75 minutes.
+    kernel.advance(Duration::from_secs(16 * 60 + 1)).unwrap();
+    let done = kernel.wait_terminal(created.id, wait).await.unwrap();
+    assert_eq!(done.output, Some(json!(30)));
+    assert_eq!(fetched.load(Ordering::SeqCst), 2, "the first call replayed");
+    served.shutdown().await;
+    kernel.shutdown().await;
+}
