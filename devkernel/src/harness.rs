@@ -419,6 +419,14 @@ impl DevKernel {
             .unwrap_or_default()
     }
 
+    /// An execution's cell, for waiting on it.
+    fn cell(&self, id: Uuid) -> Result<Arc<crate::store::ExecCell>, DevKernelError> {
+        self.kernel
+            .store()
+            .execution(id)
+            .ok_or(DevKernelError::NotFound(id))
+    }
+
     /// The runtime for an agent under test: Tokio, with this kernel's clock for every wait of
     /// the SDK (heartbeats, retry pauses), so on a [`manual_clock`](DevKernelBuilder::manual_clock)
     /// an agent heartbeats only when [`advance`](Self::advance) moves time. Request timestamps
@@ -562,11 +570,7 @@ impl DevKernel {
         timeout: Duration,
         done: impl Fn(ExecutionStatus) -> bool,
     ) -> Result<Execution, DevKernelError> {
-        let cell = self
-            .kernel
-            .store()
-            .execution(id)
-            .ok_or(DevKernelError::NotFound(id))?;
+        let cell = self.cell(id)?;
         let mut status = cell.subscribe();
         let waited = tokio::time::timeout(timeout, status.wait_for(|s| done(*s))).await;
         match waited {
@@ -596,11 +600,7 @@ impl DevKernel {
         kind: EventKind,
         timeout: Duration,
     ) -> Result<Event, DevKernelError> {
-        let cell = self
-            .kernel
-            .store()
-            .execution(id)
-            .ok_or(DevKernelError::NotFound(id))?;
+        let cell = self.cell(id)?;
         let mut seq = cell.subscribe_seq();
         let find = || {
             self.events(id)
