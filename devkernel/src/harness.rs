@@ -412,6 +412,23 @@ impl DevKernel {
         self.kernel.all_events(id)
     }
 
+    /// The kinds of an execution's events, in log order, for assertions on what happened.
+    ///
+    /// ```no_run
+    /// # fn demo(kernel: rebuno_devkernel::DevKernel, id: uuid::Uuid) {
+    /// use rebuno_devkernel::EventKind;
+    /// let kinds = kernel.event_kinds(id);
+    /// assert_eq!(kinds.iter().filter(|k| **k == EventKind::StepSucceeded).count(), 2);
+    /// assert_eq!(kinds.last(), Some(&EventKind::ExecutionCompleted));
+    /// # }
+    /// ```
+    pub fn event_kinds(&self, id: Uuid) -> Vec<EventKind> {
+        self.events(id)
+            .iter()
+            .filter_map(|event| event.kind.parse().ok())
+            .collect()
+    }
+
     /// The steps of an execution ordered by step id (empty if unknown).
     pub fn steps(&self, id: Uuid) -> Vec<StepRecord> {
         self.kernel

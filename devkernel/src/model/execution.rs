@@ -116,6 +116,23 @@ pub struct Execution {
 }
 
 impl Execution {
+    /// The output decoded as `T`, for a typed assertion.
+    ///
+    /// ```no_run
+    /// # fn demo(done: rebuno_devkernel::Execution) -> Result<(), serde_json::Error> {
+    /// #[derive(serde::Deserialize)]
+    /// struct Sum { total: u32 }
+    /// assert_eq!(done.output_as::<Sum>()?.total, 3);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The output does not decode as `T` (no output decodes as `null`).
+    pub fn output_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        serde_json::from_value(self.output.clone().unwrap_or(Value::Null))
+    }
+
     /// A new, pending execution of `agent_id` created at `created` (no session, parent,
     /// key, output or failure yet).
     pub(crate) fn pending(id: Uuid, agent_id: String, input: Value, created: Timestamp) -> Self {

@@ -43,9 +43,18 @@ async fn a_test_waits_for_an_approval_request_grants_it_and_waits_for_the_end() 
         .await
         .unwrap();
     assert!(completed.event_seq > requested.event_seq);
+    let done = kernel.execution(created.id).unwrap();
+    assert_eq!(done.output_as::<String>().unwrap(), "deployed prod");
+    assert!(done.output_as::<u32>().is_err());
+    let kinds = kernel.event_kinds(created.id);
+    let position = |kind| kinds.iter().position(|k| *k == kind).unwrap();
+    assert!(position(EventKind::ApprovalRequested) < position(EventKind::ApprovalGranted));
+    assert!(position(EventKind::ApprovalGranted) < position(EventKind::StepSucceeded));
+    assert_eq!(kinds.last(), Some(&EventKind::ExecutionCompleted));
     assert_eq!(
-        kernel.execution(created.id).unwrap().output,
-        Some(json!("deployed prod"))
+        kinds.len(),
+        kernel.events(created.id).len(),
+        "every kind is known"
     );
 
     // An event that never comes is a timeout, not a hang.
