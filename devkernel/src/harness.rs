@@ -460,12 +460,18 @@ impl DevKernel {
     }
 
     /// An execution's history for [`replay::check`](crate::replay::check): the execution, its
-    /// steps and its event log as the HTTP API serves them. `None` if unknown.
+    /// steps and its event log as the HTTP API serves them, and for a session's later turn the
+    /// previous state its handler reads with `rebuno::previous()`. `None` if unknown.
     pub fn history(&self, id: Uuid) -> Option<crate::replay::History> {
         let execution = as_wire(&self.execution(id)?)?;
         let steps = as_wire(&self.steps(id))?;
         let events = as_wire(&self.events(id))?;
-        Some(crate::replay::History::new(execution, steps, events))
+        let history = crate::replay::History::new(execution, steps, events);
+        if history.execution().parent_execution_id.is_none() {
+            return Some(history);
+        }
+        let previous = self.kernel.previous(id, &Principal::Admin).ok()?;
+        Some(history.with_previous(serde_json::json!({ "state": previous })))
     }
 
     /// Builds `agent` against this kernel, serves it with `rebuno-hyper` on `127.0.0.1:0` and

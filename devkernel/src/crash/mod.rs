@@ -242,7 +242,7 @@ impl Crash {
         let steps = kernel.steps(id);
         let count = |step: &StepRecord| runs.get(&step.step_id).copied().unwrap_or(0);
         scenario.steps = steps.iter().map(|s| StepRuns::new(s, count(s))).collect();
-        scenario.indeterminate = self.leaves_indeterminate(&steps, scenario);
+        scenario.indeterminate = steps.iter().any(left_indeterminate);
         for step in steps
             .iter()
             .filter(|s| s.idempotency == "at_most_once" && count(s) > 1)
@@ -282,18 +282,6 @@ impl Crash {
                 .push(Problem::OutcomeDiffers { expected, got });
         }
     }
-
-    /// Whether the crash cut an `at_most_once` step off between its record and its result:
-    /// the kernel then fails it as `indeterminate`, and the handler sees that error.
-    fn leaves_indeterminate(&self, steps: &[StepRecord], scenario: &Scenario) -> bool {
-        let cut = self
-            .first
-            .with_tap(|tap| tap.answered.get(scenario.step - 1).cloned().flatten());
-        matches!(scenario.point, CrashPoint::AfterSubmit | CrashPoint::InBody)
-            && steps
-                .iter()
-                .any(|s| Some(&s.step_id) == cut.as_ref() && s.idempotency == "at_most_once")
-    }
 }
 
 /// Body starts by step id, over both incarnations.
@@ -314,4 +302,18 @@ fn outcome(execution: &Execution) -> (ExecutionStatus, Value) {
         _ => execution.output.clone().unwrap_or(Value::Null),
     };
     (execution.status, value)
+}
+
+/// Whether the kernel failed `step` as `indeterminate`: an `at_most_once` step the crash cut off
+/// between its record and its result (the crashed one, or one in flight beside it). The handler
+/// then sees that error, so another outcome is expected, not a problem.
+fn left_indeterminate(step: &StepRecord) -> bool {
+    step.idempotency == "at_most_once"
+        && step.status == StepStatus::Failed
+        && step
+            .error
+            .as_ref()
+            .and_then(|e| e.get("reason"))
+            .and_then(serde_json::Value::as_str)
+            == Some("indeterminate")
 }

@@ -147,9 +147,9 @@ pub struct Scenario {
     pub step: usize,
     /// Where around it.
     pub point: CrashPoint,
-    /// An `at_most_once` step whose outcome the kernel cannot know: it fails as
-    /// `indeterminate` on re-delivery and the handler sees that error, so a different outcome
-    /// is expected, not a problem.
+    /// An `at_most_once` step (the crashed one, or one in flight beside it) whose outcome the
+    /// kernel cannot know: it fails as `indeterminate` on re-delivery and the handler sees that
+    /// error, so a different outcome is expected, not a problem.
     pub indeterminate: bool,
     /// Deliveries of the execution (the crashed one and the re-delivery).
     pub deliveries: usize,

@@ -28,7 +28,7 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// Whether the kernel would count it as recorded (the occurrence counter advances).
+    /// Whether the check answers with the recorded decision (else it stops the run there).
     pub(super) fn is_recorded(self) -> bool {
         !matches!(self, Self::Rerun | Self::New)
     }
@@ -122,14 +122,25 @@ impl ReplayReport {
         Some((step, self.unreached.first()))
     }
 
-    /// The steps that would run live, if this code took over the execution.
+    /// The steps that would run live, if this code took over the execution: steps the
+    /// history lacks, and unsettled ones of an execution still under way (an ended one never
+    /// runs again, so its steps cut off by the end are its recorded end, not live).
     pub fn live_steps(&self) -> impl Iterator<Item = &AskedStep> {
-        self.asked.iter().filter(|s| s.verdict.runs_live())
+        self.asked.iter().filter(|s| self.would_run(s))
     }
 
     /// The live steps that are `at_most_once`: the ones a divergence makes dangerous.
     pub fn dangerous_steps(&self) -> impl Iterator<Item = &AskedStep> {
-        self.asked.iter().filter(|s| s.is_dangerous())
+        self.live_steps()
+            .filter(|s| s.idempotency == "at_most_once")
+    }
+
+    fn would_run(&self, step: &AskedStep) -> bool {
+        match step.verdict {
+            Verdict::New => true,
+            Verdict::Rerun => !self.recorded_status.is_terminal(),
+            _ => false,
+        }
     }
 
     /// A step past the end of an execution still under way, with every recorded step
@@ -147,8 +158,10 @@ impl ReplayReport {
             (ExecutionStatus::Failed, Ending::Failed(reason)) => {
                 self.recorded_outcome.as_ref().and_then(Value::as_str) == Some(reason.as_str())
             }
-            // A cancelled execution ended from outside; replaying its steps is all there is.
-            (ExecutionStatus::Cancelled, _) => true,
+            // Ended from outside (a cancel, or the kernel failing it, e.g. dispatch_exhausted,
+            // where the handler stops at the step it was cut off in): replaying its steps is
+            // all there is. A handler's own failure replays as a failure.
+            (ExecutionStatus::Cancelled, _) | (ExecutionStatus::Failed, Ending::Stopped) => true,
             (status, Ending::Stopped) => !status.is_terminal(),
             _ => false,
         }
@@ -217,6 +230,18 @@ impl fmt::Display for ReplayReport {
             writeln!(
                 f,
                 "  step {}: the history has {had}; this code asked for {}, which would run live",
+                step.position,
+                describe_asked(step)
+            )?;
+        }
+        for step in self
+            .asked
+            .iter()
+            .filter(|s| s.verdict == Verdict::Rerun && !self.would_run(s))
+        {
+            writeln!(
+                f,
+                "  unsettled when the execution ended: step {}: {}",
                 step.position,
                 describe_asked(step)
             )?;

@@ -22,6 +22,7 @@ mod policy_approvals;
 mod policy_test;
 mod recovery;
 mod replay;
+mod replay_edges;
 mod resources;
 mod restart;
 mod serve;

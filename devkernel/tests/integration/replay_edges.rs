@@ -1,0 +1,363 @@
+//! Edge cases of replay checking and crash testing found by an adversarial review: concurrent
+//! and identical calls cut off mid-body, cancelled and kernel-failed histories, session turns
+//! reading `previous()`, forks, and an `at_most_once` call beside a crashed one.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use rebuno::{Agent, AgentBuilder, HandlerError, define_tool, step};
+use rebuno_devkernel::replay::{self, History, Verdict};
+use rebuno_devkernel::{DevKernel, NewExecution};
+use serde_json::{Value, json};
+
+/// Two tools called concurrently (futures::join); each body holds while `hold` is set.
+fn pair(hold: Arc<AtomicBool>, runs: Arc<AtomicUsize>) -> AgentBuilder {
+    let mk = |name: &'static str| {
+        let hold = Arc::clone(&hold);
+        let runs = Arc::clone(&runs);
+        define_tool(name).execute(move |n: u32| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            let hold = Arc::clone(&hold);
+            async move {
+                while hold.load(Ordering::SeqCst) {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Ok::<_, HandlerError>(n)
+            }
+        })
+    };
+    let (a, b) = (mk("tool_a"), mk("tool_b"));
+    Agent::builder("pair").handler(move |n: u32| {
+        let (a, b) = (a.clone(), b.clone());
+        async move {
+            let (x, y) = futures_util::join!(a.call(n), b.call(n + 1));
+            Ok::<_, HandlerError>(x? + y?)
+        }
+    })
+}
+
+/// A running execution whose agent is cut off while two concurrent tool calls run: the same
+/// code would rerun both. The check should call it clean (the doc: "an execution still under
+/// way may go on ... a rerun of an unsettled step is what the kernel would do too").
+#[tokio::test]
+async fn concurrent_unsettled_steps_replay_clean() {
+    let kernel = DevKernel::start().await.unwrap();
+    let hold = Arc::new(AtomicBool::new(true));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let served = kernel
+        .serve(pair(Arc::clone(&hold), Arc::clone(&runs)))
+        .await
+        .unwrap();
+    let created = kernel
+        .create_execution(NewExecution::new("pair", json!(1)))
+        .await
+        .unwrap();
+    while runs.load(Ordering::SeqCst) < 2 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let history = kernel.history(created.id).unwrap();
+    assert_eq!(history.steps().len(), 2);
+    assert!(history.steps().iter().all(|s| s.status == "executing"));
+
+    let free = Arc::new(AtomicBool::new(false));
+    let report = replay::check(pair(free, Arc::clone(&runs)), &history)
+        .await
+        .unwrap();
+    assert_eq!(runs.load(Ordering::SeqCst), 2, "no body ran in the check");
+    hold.store(false, Ordering::SeqCst);
+    let done = kernel
+        .wait_terminal(created.id, Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(done.output, Some(json!(3)));
+    // The very same code replays the same history: it must be clean.
+    assert!(
+        report.is_clean(),
+        "false divergence on the unchanged code:\n{report}"
+    );
+    served.shutdown().await;
+    kernel.shutdown().await;
+}
+
+/// A cancelled execution, cancelled while a step ran: the unchanged code is reported DIVERGES
+/// with a step that "would run again", though a cancelled execution never runs again.
+#[tokio::test]
+async fn a_cancelled_execution_replays_clean() {
+    let kernel = DevKernel::start().await.unwrap();
+    let hold = Arc::new(AtomicBool::new(true));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let served = kernel
+        .serve(pair(Arc::clone(&hold), Arc::clone(&runs)))
+        .await
+        .unwrap();
+    let created = kernel
+        .create_execution(NewExecution::new("pair", json!(1)))
+        .await
+        .unwrap();
+    while runs.load(Ordering::SeqCst) < 2 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    kernel.cancel(created.id).unwrap();
+    hold.store(false, Ordering::SeqCst);
+    let done = kernel
+        .wait_terminal(created.id, Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(done.status, rebuno_devkernel::ExecutionStatus::Cancelled);
+    let history = kernel.history(created.id).unwrap();
+    let free = Arc::new(AtomicBool::new(false));
+    let report = replay::check(pair(free, Arc::clone(&runs)), &history)
+        .await
+        .unwrap();
+    assert!(
+        report.is_clean(),
+        "false divergence on the unchanged code:\n{report}"
+    );
+    served.shutdown().await;
+    kernel.shutdown().await;
+}
+
+/// A session agent reading `rebuno::previous()`: the harness's history carries no `previous`,
+/// and the replay kernel answers 404 where every kernel answers `{"state": null}`.
+#[tokio::test]
+async fn a_handler_that_reads_previous_replays_clean() {
+    let agent = || {
+        Agent::builder("turns").handler(|msg: String| async move {
+            let prev = rebuno::previous().await?;
+            let n = prev.as_u64().unwrap_or(0) + 1;
+            let echoed = step("echo", move || async move { Ok::<_, HandlerError>(msg) }).await?;
+            if let Ok(ctx) = rebuno::execution() {
+                ctx.set_state(n)?;
+            }
+            Ok::<_, HandlerError>(json!({"turn": n, "echo": echoed}))
+        })
+    };
+    let kernel = DevKernel::start().await.unwrap();
+    let served = kernel.serve(agent()).await.unwrap();
+    // First turn: no parent (previous is null on a real kernel).
+    let first = kernel
+        .create_execution(NewExecution::new("turns", json!("hi")).session("s1"))
+        .await
+        .unwrap();
+    let first = kernel
+        .wait_terminal(first.id, Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(first.output, Some(json!({"turn": 1, "echo": "hi"})));
+    let history = kernel.history(first.id).unwrap();
+    let report = replay::check(agent(), &history).await.unwrap();
+    assert!(
+        report.is_clean(),
+        "false divergence on the unchanged code:\n{report}"
+    );
+
+    // The second turn reads the first's state: its history carries it.
+    let second = kernel
+        .create_execution(NewExecution::new("turns", json!("again")).session("s1"))
+        .await
+        .unwrap();
+    let second = kernel
+        .wait_terminal(second.id, Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(second.output, Some(json!({"turn": 2, "echo": "again"})));
+    let history = kernel.history(second.id).unwrap();
+    let report = replay::check(agent(), &history).await.unwrap();
+    assert!(report.is_clean(), "{report}");
+    let json = History::from_json(&history.to_json()).unwrap();
+    assert!(
+        replay::check(agent(), &json).await.unwrap().is_clean(),
+        "through JSON"
+    );
+    served.shutdown().await;
+    kernel.shutdown().await;
+}
+
+/// Repeated identical calls and null args, sequential and concurrent: sanity.
+#[tokio::test]
+async fn repeated_calls_and_null_args_replay_clean() {
+    let agent = || {
+        let unit = define_tool("unit").execute(|_: ()| async move { Ok::<_, HandlerError>(7) });
+        Agent::builder("rep").handler(move |_: Value| {
+            let unit = unit.clone();
+            async move {
+                let a = unit.call(()).await?;
+                let (b, c) = futures_util::join!(unit.call(()), unit.call(()));
+                let d = step("s", || async { Ok::<_, HandlerError>(1) }).await?;
+                let e = step("s", || async { Ok::<_, HandlerError>(1) }).await?;
+                Ok::<_, HandlerError>(a + b? + c? + d + e)
+            }
+        })
+    };
+    let kernel = DevKernel::start().await.unwrap();
+    let served = kernel.serve(agent()).await.unwrap();
+    let done = kernel.run("rep", Value::Null).await.unwrap();
+    let history = kernel.history(done.id).unwrap();
+    let report = replay::check(agent(), &history).await.unwrap();
+    assert!(report.is_clean(), "{report}");
+    assert!(report.asked.iter().all(|s| s.verdict == Verdict::Replayed));
+    served.shutdown().await;
+    kernel.shutdown().await;
+}
+
+/// Two identical concurrent calls, both cut off mid-body: the kernel would give them
+/// occurrences 0 and 1 and rerun both; the checker recomputes occurrence 0 twice.
+#[tokio::test]
+async fn identical_concurrent_unsettled_steps_replay_clean() {
+    fn twins(hold: Arc<AtomicBool>, runs: Arc<AtomicUsize>) -> AgentBuilder {
+        let t = define_tool("same").execute(move |n: u32| {
+            runs.fetch_add(1, Ordering::SeqCst);
+            let hold = Arc::clone(&hold);
+            async move {
+                while hold.load(Ordering::SeqCst) {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Ok::<_, HandlerError>(n)
+            }
+        });
+        Agent::builder("twins").handler(move |n: u32| {
+            let t = t.clone();
+            async move {
+                let (x, y) = futures_util::join!(t.call(n), t.call(n));
+                Ok::<_, HandlerError>(x? + y?)
+            }
+        })
+    }
+    let kernel = DevKernel::start().await.unwrap();
+    let hold = Arc::new(AtomicBool::new(true));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let served = kernel
+        .serve(twins(Arc::clone(&hold), Arc::clone(&runs)))
+        .await
+        .unwrap();
+    let created = kernel
+        .create_execution(NewExecution::new("twins", json!(1)))
+        .await
+        .unwrap();
+    while runs.load(Ordering::SeqCst) < 2 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let history = kernel.history(created.id).unwrap();
+    assert_eq!(history.steps().len(), 2);
+    let free = Arc::new(AtomicBool::new(false));
+    let report = replay::check(twins(free, Arc::clone(&runs)), &history)
+        .await
+        .unwrap();
+    hold.store(false, Ordering::SeqCst);
+    let done = kernel
+        .wait_terminal(created.id, Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(done.output, Some(json!(2)));
+    assert!(
+        report.is_clean(),
+        "false divergence on the unchanged code:\n{report}"
+    );
+    served.shutdown().await;
+    kernel.shutdown().await;
+}
+
+/// A fork's history (copied settled steps, then live ones) replays clean.
+#[tokio::test]
+async fn a_fork_history_replays_clean() {
+    let agent = || {
+        Agent::builder("three").handler(|_: Value| async move {
+            let a = step("one", || async { Ok::<_, HandlerError>(1) }).await?;
+            let b = step("two", || async { Ok::<_, HandlerError>(2) }).await?;
+            let c = step("three", || async { Ok::<_, HandlerError>(3) }).await?;
+            Ok::<_, HandlerError>(a + b + c)
+        })
+    };
+    let kernel = DevKernel::start().await.unwrap();
+    let served = kernel.serve(agent()).await.unwrap();
+    let done = kernel.run("three", Value::Null).await.unwrap();
+    let events = kernel.events(done.id);
+    let at = events
+        .iter()
+        .filter(|e| e.kind == "step.succeeded")
+        .nth(1)
+        .unwrap()
+        .event_seq;
+    let fork = kernel.fork(done.id, at).unwrap();
+    let forked = kernel
+        .wait_terminal(fork.id, Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(forked.output, Some(json!(6)));
+    let history = kernel.history(fork.id).unwrap();
+    let report = replay::check(agent(), &history).await.unwrap();
+    assert!(report.is_clean(), "{report}");
+    served.shutdown().await;
+    kernel.shutdown().await;
+}
+
+/// A correct handler with two concurrent tool calls, one `at_most_once`: a crash cut at the
+/// sibling step leaves the at_most_once one unsettled too, the kernel fails it as
+/// indeterminate, and the runner reports the (expected) different outcome as a problem.
+#[tokio::test]
+async fn crash_concurrent_at_most_once_sibling_is_not_a_problem() {
+    fn fan() -> AgentBuilder {
+        let slow = define_tool("charge")
+            .idempotency(rebuno::Idempotency::AtMostOnce)
+            .execute(|n: u32| async move {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                Ok::<_, HandlerError>(n)
+            });
+        let fast = define_tool("lookup").execute(|n: u32| async move { Ok::<_, HandlerError>(n) });
+        Agent::builder("fan").handler(move |n: u32| {
+            let (slow, fast) = (slow.clone(), fast.clone());
+            async move {
+                let (x, y) = futures_util::join!(slow.call(n), fast.call(n + 1));
+                Ok::<_, HandlerError>(x? + y?)
+            }
+        })
+    }
+    let kernel = DevKernel::start().await.unwrap();
+    let report = rebuno_devkernel::crash::crash_every_step(&kernel, fan, json!(1))
+        .await
+        .unwrap();
+    assert!(
+        report.is_ok(),
+        "false positive on a durable handler:\n{report}"
+    );
+    kernel.shutdown().await;
+}
+
+/// An execution the kernel failed (attempts exhausted) while a step ran: the unchanged code
+/// replays every recorded step, stops at the unsettled one, and is reported DIVERGES.
+#[tokio::test]
+async fn an_execution_failed_by_the_kernel_replays_clean() {
+    let kernel = DevKernel::builder().max_attempts(1).start().await.unwrap();
+    let hold = Arc::new(AtomicBool::new(true));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let served = kernel
+        .serve(pair(Arc::clone(&hold), Arc::clone(&runs)))
+        .await
+        .unwrap();
+    let created = kernel
+        .create_execution(NewExecution::new("pair", json!(1)))
+        .await
+        .unwrap();
+    while runs.load(Ordering::SeqCst) < 2 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let _ = kernel.redeliver(created.id);
+    let done = kernel
+        .wait_terminal(created.id, Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(done.failure_reason, "dispatch_exhausted");
+    hold.store(false, Ordering::SeqCst);
+    let history = kernel.history(created.id).unwrap();
+    let free = Arc::new(AtomicBool::new(false));
+    let report = replay::check(pair(free, Arc::clone(&runs)), &history)
+        .await
+        .unwrap();
+    assert!(
+        report.is_clean(),
+        "false divergence on the unchanged code:\n{report}"
+    );
+    served.shutdown().await;
+    kernel.shutdown().await;
+}
