@@ -24,6 +24,7 @@ pub mod rt;
 mod schema;
 mod secret;
 pub mod signing;
+pub mod spans;
 mod step;
 mod subagent;
 mod tool;

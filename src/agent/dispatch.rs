@@ -222,6 +222,9 @@ impl Agent {
             execution_id = ticket.execution_id.as_str(),
             dispatch_id = lease.dispatch_id.as_str(),
             attempt = lease.attempt,
+            outcome = tracing::field::Empty,
+            failure_reason = tracing::field::Empty,
+            stop = tracing::field::Empty,
         );
         let agent = self.clone();
         // Whether the run ends, is superseded or is dropped by its host unfinished, the
@@ -243,6 +246,7 @@ impl Agent {
                     deadline,
                 );
                 if Abortable::new(run, ticket.abort).await.is_err() {
+                    crate::spans::record_stop(crate::ErrorKind::LeaseSuperseded);
                     tracing::info!("run stopped: superseded by a newer dispatch");
                 }
             }

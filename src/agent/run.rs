@@ -30,9 +30,13 @@ pub(crate) async fn run_dispatch(
 ) {
     let execution = match kernel.get_execution(execution_id).await {
         Ok(execution) => execution,
-        Err(error) => return log_stop(&kernel, &error, "could not fetch the execution"),
+        Err(error) => {
+            crate::spans::record_stop(error.kind());
+            return log_stop(&kernel, &error, "could not fetch the execution");
+        }
     };
     if execution.status.is_terminal() {
+        crate::spans::record_stop(ErrorKind::Terminated);
         tracing::debug!(status = ?execution.status, "execution already terminal; nothing to do");
         return;
     }
@@ -144,6 +148,7 @@ async fn record(context: &ExecutionContext, ending: Ending) {
         Ending::Output(output) => {
             if let Err(error) = context.checkpoint_on_completion().await {
                 if error.is_control_flow() {
+                    crate::spans::record_stop(error.kind());
                     return tracing::debug!(kind = ?error.kind(), "dispatch ended by control flow");
                 }
                 tracing::warn!(%error, "checkpoint on completion failed; the resources stay uncovered");
@@ -153,6 +158,7 @@ async fn record(context: &ExecutionContext, ending: Ending) {
                 .complete_execution(context.id(), context.lease(), &output, state.as_ref())
                 .await;
             if written.is_ok() {
+                tracing::Span::current().record("outcome", "completed");
                 tracing::info!("execution completed");
             }
             written
@@ -162,14 +168,21 @@ async fn record(context: &ExecutionContext, ending: Ending) {
                 .fail_execution(context.id(), context.lease(), &reason)
                 .await;
             if written.is_ok() {
+                let span = tracing::Span::current();
+                span.record("outcome", "failed");
+                span.record("failure_reason", reason.as_str());
                 tracing::info!(reason, "execution failed");
             }
             written
         }
         Ending::Stop(stop) => {
+            crate::spans::record_stop(stop.kind());
             return tracing::info!(kind = ?stop.kind(), "dispatch ended without an outcome; the kernel goes on from here");
         }
     };
+    if let Err(error) = &written {
+        crate::spans::record_stop(error.kind());
+    }
     if let Err(error) = written {
         log_stop(kernel, &error, "could not record the outcome");
     }

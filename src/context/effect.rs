@@ -60,20 +60,31 @@ impl ExecutionContext {
         R: Serialize,
         Fut: Future<Output = std::result::Result<R, BoxError>>,
     {
-        let span = tracing::info_span!(
-            "rebuno.step",
-            kind = effect.kind,
-            target = effect.target,
-            step_id = tracing::field::Empty
-        );
+        let span = self.step_span(&effect);
         let in_flight = self.call_started();
         let exclusive = self.exclusive().await;
         let outcome = self
             .decide_and_run(effect, exclusive, body)
-            .instrument(span)
+            .instrument(span.clone())
             .await;
+        crate::spans::record_step_end(&span, outcome.as_ref().map(|_| ()));
         self.call_finished(in_flight).await;
         outcome
+    }
+
+    /// The `rebuno.step` span of `effect` (see [`crate::spans`]).
+    pub(crate) fn step_span(&self, effect: &Effect<'_>) -> tracing::Span {
+        tracing::info_span!(
+            "rebuno.step",
+            execution_id = self.id(),
+            kind = effect.kind,
+            target = effect.target,
+            idempotency = effect.idempotency.as_str(),
+            step_id = tracing::field::Empty,
+            replayed = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+            failure_reason = tracing::field::Empty,
+        )
     }
 
     async fn decide_and_run<R, Fut>(
@@ -91,7 +102,7 @@ impl ExecutionContext {
         // handler) while the tool body, which needs a few bytes, runs for minutes.
         let decision = Box::pin(self.submit(&effect)).await?;
         let step_id = decision.step_id.clone().unwrap_or_default();
-        tracing::Span::current().record("step_id", step_id.as_str());
+        record_decision(&tracing::Span::current(), &decision);
         match decision.decision {
             Decision::Replay => replayed(decision, effect.target).map(Outcome::Replayed),
             Decision::Proceed => {
@@ -268,4 +279,13 @@ pub(crate) fn replayed(decision: StepDecision, target: &str) -> Result<Value> {
         .with_tool(target, decision.step_id.as_deref())),
         None => Ok(decision.result.unwrap_or(Value::Null)),
     }
+}
+
+/// Records the kernel's answer on a step span: its `step_id` (when one was recorded) and
+/// whether it was `replayed`.
+pub(crate) fn record_decision(span: &tracing::Span, decision: &StepDecision) {
+    if let Some(id) = decision.step_id.as_deref().filter(|id| !id.is_empty()) {
+        span.record("step_id", id);
+    }
+    span.record("replayed", decision.decision == Decision::Replay);
 }

@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use self::ambient::Scoped;
-pub(crate) use self::effect::{Effect, missing_step_id, replayed};
+pub(crate) use self::effect::{Effect, missing_step_id, record_decision, replayed};
 pub(crate) use self::resources::{Registered, Registration};
 use crate::error::{Error, ErrorKind, Result};
 use crate::kernel::{KernelClient, Lease};

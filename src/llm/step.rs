@@ -7,11 +7,12 @@ use super::delta::Delta;
 use super::record::Record;
 use tracing::Instrument;
 
-use crate::context::{Effect, ExecutionContext, missing_step_id, replayed};
+use crate::context::{Effect, ExecutionContext, missing_step_id, record_decision, replayed};
 use crate::error::{Error, ErrorKind, Result};
 use crate::refusal::{Refusal, RefusalKind};
+use crate::spans::record_step_end;
 use crate::tool::Idempotency;
-use crate::wire::{Captures, Decision};
+use crate::wire::{Captures, Decision, StepDecision};
 
 /// What the kernel decided for a provider request.
 #[derive(Debug)]
@@ -26,11 +27,13 @@ pub(super) enum Begin {
     Proceed { step: LlmStep, stream: bool },
 }
 
-/// A proceeding `llm_call` step.
+/// A proceeding `llm_call` step, with its `rebuno.step` span (open until the answer is
+/// recorded or the step dropped).
 #[derive(Debug, Clone)]
 pub(super) struct LlmStep {
     context: ExecutionContext,
     id: String,
+    span: tracing::Span,
 }
 
 /// Submits the `llm_call` step for `body` (target = its `model`, args = the whole body).
@@ -47,23 +50,48 @@ pub(super) async fn begin(context: Option<ExecutionContext>, body: &Bytes) -> Re
         idempotency: Idempotency::SafeToRetry,
         resources: &[],
     };
-    let span = tracing::info_span!("rebuno.llm", target = %target);
-    let decision = match context.submit(&effect).instrument(span).await {
+    let span = context.step_span(&effect);
+    let decision = match context.submit(&effect).instrument(span.clone()).await {
         Ok(decision) => decision,
-        Err(error) => return refused(error),
+        Err(error) => {
+            record_step_end(&span, Err(&error));
+            return refused(error);
+        }
     };
+    record_decision(&span, &decision);
+    let begun = start(context, decision, &target, stream, &span);
+    match &begun {
+        Ok(Begin::Proceed { .. }) => {} // the step's record or failure ends its span
+        Ok(_) => record_step_end(&span, Ok(())),
+        Err(error) => record_step_end(&span, Err(error)),
+    }
+    begun.or_else(refused)
+}
+
+/// What the kernel's decision means for the provider request.
+fn start(
+    context: ExecutionContext,
+    decision: StepDecision,
+    target: &str,
+    stream: bool,
+    span: &tracing::Span,
+) -> Result<Begin> {
     match decision.decision {
         Decision::Replay => {
-            replayed(decision, &target).map(|result| Begin::Replay(Record::from_value(&result)))
+            replayed(decision, target).map(|result| Begin::Replay(Record::from_value(&result)))
         }
         Decision::Proceed => match decision.step_id {
             Some(id) if !id.is_empty() => Ok(Begin::Proceed {
-                step: LlmStep { context, id },
+                step: LlmStep {
+                    context,
+                    id,
+                    span: span.clone(),
+                },
                 stream,
             }),
             _ => Err(missing_step_id()),
         },
-        _ => refused(context.refusal(decision)),
+        _ => Err(context.refusal(decision)),
     }
 }
 
@@ -107,15 +135,20 @@ impl LlmStep {
     pub(super) async fn record(&self, record: &Record) -> Result<()> {
         self.context.guard()?;
         let captures = Captures::default();
-        self.context
+        let recorded = self
+            .context
             .record_success(&self.id, &record.to_value(), &captures)
-            .await
+            .await;
+        record_step_end(&self.span, recorded.as_ref().map(|_| ()));
+        recorded
     }
 
     /// Fails the step with `{"message"}` (see [`error_chain`](crate::error::error_chain)). Only control flow is
     /// reported; other errors are logged, since the caller is already handling the failure
     /// that caused this.
     pub(super) async fn fail(&self, message: String) -> Result<()> {
+        self.span.record("outcome", "failed");
+        self.span.record("failure_reason", message.as_str());
         let captures = Captures::default();
         match self
             .context

@@ -30,6 +30,7 @@ mod rig_llm;
 mod rotation;
 mod session;
 mod sizes;
+mod spans;
 mod subagent;
 mod tools;
 mod transport_hyper;

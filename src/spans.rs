@@ -1,0 +1,96 @@
+//! The span contract: the [`tracing`] spans the SDK emits, held stable across 0.x minor
+//! versions (a field may be added; none is renamed or removed). The SDK never installs a
+//! subscriber: pick one (`tracing-subscriber`, an OpenTelemetry layer) and filter on the names
+//! below. A test pins every name and field (`tests/integration/spans.rs`).
+//!
+//! # `rebuno.dispatch` ([`DISPATCH`])
+//!
+//! One per delivered dispatch this process runs, from the acknowledgement to the end of the run.
+//!
+//! | field | set | value |
+//! |---|---|---|
+//! | `agent_id` | at start | the agent's id |
+//! | `execution_id` | at start | the execution (a UUIDv7) |
+//! | `dispatch_id` | at start | the dispatch |
+//! | `attempt` | at start | the delivery attempt, from 1 |
+//! | `outcome` | at the end | `completed`, `failed` or `stopped` |
+//! | `failure_reason` | when `failed` | the reason the execution failed with |
+//! | `stop` | when `stopped` | why the dispatch ended without an outcome: `blocked` (an approval, a suspension, a rate-limit park), `superseded` (a newer dispatch took over), `terminated` (the execution ended elsewhere), `deadline` (the host's time ran out), `kernel_unreachable`, or `other` |
+//!
+//! # `rebuno.step` ([`STEP`])
+//!
+//! One per durable call inside a handler (tool call, local step, LLM call, subagent), from its
+//! submit to its recorded outcome; a child of the dispatch span.
+//!
+//! | field | set | value |
+//! |---|---|---|
+//! | `execution_id` | at start | the execution |
+//! | `kind` | at start | `tool_call`, `llm_call` or `local` |
+//! | `target` | at start | tool id, model id or step name |
+//! | `idempotency` | at start | `safe_to_retry` or `at_most_once` |
+//! | `step_id` | after the submit | the kernel's 64-hex step id (absent when none was recorded) |
+//! | `replayed` | after the submit | `true` when the kernel answered from its record and no body ran |
+//! | `outcome` | at the end | `succeeded`, `failed` (the body's error, live or replayed), `denied` (policy), `blocked` (waits for an approval), `rate_limited`, `stopped` (control flow ended the dispatch) or `error` (the SDK could not complete the call) |
+//! | `failure_reason` | when `failed` or `denied` | the error's text |
+//!
+//! A re-delivery replays: its step spans carry the same `step_id` as the first delivery's,
+//! with `replayed = true`.
+
+use tracing::Span;
+
+use crate::error::{Error, ErrorKind};
+
+/// The name of a dispatch's span.
+pub const DISPATCH: &str = "rebuno.dispatch";
+
+/// The name of a durable call's span.
+pub const STEP: &str = "rebuno.step";
+
+/// The `outcome` of a step that ended with `error`.
+pub(crate) fn step_outcome(error: &Error) -> &'static str {
+    match error.kind() {
+        ErrorKind::Tool => "failed",
+        ErrorKind::Policy => "denied",
+        ErrorKind::Blocked => "blocked",
+        ErrorKind::RateLimited => "rate_limited",
+        ErrorKind::Terminated | ErrorKind::LeaseSuperseded | ErrorKind::DeadlineReached => {
+            "stopped"
+        }
+        _ => "error",
+    }
+}
+
+/// Records how a step ended on `span`.
+pub(crate) fn record_step_end(span: &Span, ended: std::result::Result<(), &Error>) {
+    match ended {
+        Ok(()) => {
+            span.record("outcome", "succeeded");
+        }
+        Err(error) => {
+            let outcome = step_outcome(error);
+            span.record("outcome", outcome);
+            if matches!(outcome, "failed" | "denied") {
+                span.record("failure_reason", error.to_string());
+            }
+        }
+    }
+}
+
+/// The `stop` of a dispatch that ended without an outcome because of `kind`.
+pub(crate) fn stop_name(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::Blocked => "blocked",
+        ErrorKind::LeaseSuperseded => "superseded",
+        ErrorKind::Terminated => "terminated",
+        ErrorKind::DeadlineReached => "deadline",
+        ErrorKind::Network | ErrorKind::Timeout => "kernel_unreachable",
+        _ => "other",
+    }
+}
+
+/// Records on the current (dispatch) span that the run stopped for `kind`.
+pub(crate) fn record_stop(kind: ErrorKind) {
+    let span = Span::current();
+    span.record("outcome", "stopped");
+    span.record("stop", stop_name(kind));
+}
