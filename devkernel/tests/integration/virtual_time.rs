@@ -15,7 +15,9 @@ use tokio::sync::Notify;
 
 const HOUR: Duration = Duration::from_secs(3600);
 
-/// The SDK's own transport, counting heartbeats.
+/// The SDK's own transport, counting heartbeats when their answer returns: on the test's
+/// single-threaded runtime the agent then re-arms its next heartbeat's sleep in the same poll,
+/// before the test sees the count and advances the clock again.
 #[derive(Debug, Clone)]
 struct CountingHeartbeats {
     inner: Arc<HyperTransport>,
@@ -24,10 +26,16 @@ struct CountingHeartbeats {
 
 impl Transport for CountingHeartbeats {
     fn send(&self, request: http::Request<Bytes>, timeout: Duration) -> TransportFuture {
-        if request.uri().path().ends_with("/heartbeat") {
-            self.heartbeats.fetch_add(1, Ordering::SeqCst);
-        }
-        self.inner.send(request, timeout)
+        let heartbeat = request.uri().path().ends_with("/heartbeat");
+        let sent = self.inner.send(request, timeout);
+        let heartbeats = Arc::clone(&self.heartbeats);
+        Box::pin(async move {
+            let answer = sent.await;
+            if heartbeat && answer.is_ok() {
+                heartbeats.fetch_add(1, Ordering::SeqCst);
+            }
+            answer
+        })
     }
 }
 
