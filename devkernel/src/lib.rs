@@ -31,7 +31,7 @@
 //! approvals.
 //!
 //! The `rebuno-dev` binary serves the kernel and is also a small client ([`cli`]):
-//! `rebuno-dev exec create|list|get|events|export|cancel`, `rebuno-dev approvals list|grant|deny`.
+//! `rebuno-dev exec create|list|get|events|timeline|export|cancel`, `rebuno-dev approvals list|grant|deny`.
 //!
 //! For testing agents: [`testing`] is the guide, with an example of each tool: end-to-end
 //! runs, [`crash::crash_every_step`], [`replay::check`] before a deploy, virtual time on a

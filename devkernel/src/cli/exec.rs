@@ -24,6 +24,8 @@ commands:
                         list executions, newest first
   get <id>              show one execution as JSON
   events <id>           print its event log, one line per event
+  timeline <id>         draw it on a time axis: dispatch attempts, steps (and how
+                        often each ran), approvals and waits, from its event log
   export <id>           print its history (execution, steps, events) as JSON, for
                         rebuno_devkernel::replay::check against a new build
   cancel <id>           cancel it",
@@ -62,11 +64,13 @@ pub enum ExecCommand {
     Events(String),
     /// `exec export`.
     Export(String),
+    /// `exec timeline`.
+    Timeline(String),
     /// `exec cancel`.
     Cancel(String),
 }
 
-/// The one `<id>` argument of `get`, `events`, `export` and `cancel`.
+/// The one `<id>` argument of `get`, `events`, `export`, `timeline` and `cancel`.
 fn one_id(rest: &[String], what: &str) -> Result<String, CliError> {
     let scanned = Scanned::scan(rest, &[], &[])?;
     scanned.arity(1, 1, what)?;
@@ -84,6 +88,7 @@ pub(crate) fn parse(args: &[String]) -> Result<ExecCommand, CliError> {
         "get" => Ok(ExecCommand::Get(one_id(rest, "<id>")?)),
         "events" => Ok(ExecCommand::Events(one_id(rest, "<id>")?)),
         "export" => Ok(ExecCommand::Export(one_id(rest, "<id>")?)),
+        "timeline" => Ok(ExecCommand::Timeline(one_id(rest, "<id>")?)),
         "cancel" => Ok(ExecCommand::Cancel(one_id(rest, "<id>")?)),
         other => Err(CliError::Usage(format!("unknown exec command {other:?}"))),
     }
@@ -178,6 +183,7 @@ pub(crate) async fn run(
         ExecCommand::Get(id) => get(remote, &id, out).await,
         ExecCommand::Events(id) => events(remote, &id, out).await,
         ExecCommand::Export(id) => export(remote, &id, out).await,
+        ExecCommand::Timeline(id) => timeline(remote, &id, out).await,
         ExecCommand::Cancel(id) => cancel(remote, &id, out).await,
     }
 }
@@ -352,6 +358,21 @@ async fn export(
     Ok(Outcome::Success)
 }
 
+/// `exec timeline`: the execution on a time axis (see [`super::timeline`]).
+async fn timeline(
+    remote: &Remote,
+    id: &str,
+    out: &mut (dyn Write + Send),
+) -> Result<Outcome, CliError> {
+    let events = remote.call(remote.client().all_events(id)).await?;
+    write!(
+        out,
+        "{}",
+        super::timeline::render(&events, super::timeline::AXIS)
+    )?;
+    Ok(Outcome::Success)
+}
+
 /// `exec cancel`.
 async fn cancel(
     remote: &Remote,
@@ -432,6 +453,10 @@ mod tests {
             ExecCommand::Export("x".into())
         );
         assert!(parse_words(&["export"]).is_err());
+        assert_eq!(
+            parse_words(&["timeline", "x"]).unwrap(),
+            ExecCommand::Timeline("x".into())
+        );
         assert_eq!(
             parse_words(&["cancel", "x"]).unwrap(),
             ExecCommand::Cancel("x".into())

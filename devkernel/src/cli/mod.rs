@@ -56,6 +56,7 @@ mod client;
 mod exec;
 mod parse;
 mod serve;
+mod timeline;
 mod watch;
 
 use std::io::Write;

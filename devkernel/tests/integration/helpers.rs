@@ -196,3 +196,85 @@ fn policy_cases_in_the_kernel_format_run_from_cargo_test() {
     assert!(error.to_string().contains("unknown expect"), "{error}");
     assert!(policy.test_cases("bogus: 1").is_err());
 }
+
+#[tokio::test]
+async fn the_timeline_draws_a_real_run_with_a_redelivery() {
+    let kernel = DevKernel::start().await.unwrap();
+    let (release, held) = watch::channel(false);
+    let search = define_tool("search").execute(|q: String| async move { Ok::<_, HandlerError>(q) });
+    let agent = Agent::builder("drawn").handler(move |_: Value| {
+        let (search, mut held) = (search.clone(), held.clone());
+        async move {
+            search.call("news".to_owned()).await?;
+            step("summarize", move || async move {
+                let _ = held.wait_for(|released| *released).await;
+                Ok::<_, HandlerError>("short".to_owned())
+            })
+            .await
+            .map_err(HandlerError::from)
+        }
+    });
+    let served = kernel.serve(agent).await.unwrap();
+    let created = kernel
+        .create_execution(NewExecution::new("drawn", json!({})))
+        .await
+        .unwrap();
+    let wait = Duration::from_secs(10);
+    kernel
+        .wait_for_event(created.id, EventKind::StepSucceeded, wait)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await; // the summary starts, then the "crash"
+    kernel.redeliver(created.id).unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    release.send_replace(true);
+    kernel.wait_terminal(created.id, wait).await.unwrap();
+
+    let args = [
+        "exec",
+        "timeline",
+        &created.id.to_string(),
+        &format!("--url={}", kernel.url()),
+    ];
+    let mut drawn = Vec::new();
+    let command =
+        rebuno_devkernel::cli::parse(args.iter().map(|a| (*a).to_owned()).collect(), |_| None)
+            .unwrap();
+    rebuno_devkernel::cli::run(command, &mut drawn)
+        .await
+        .unwrap();
+    let drawn = String::from_utf8(drawn).unwrap();
+    let row = |label: &str| {
+        drawn
+            .lines()
+            .find(|l| l.trim_start().starts_with(label))
+            .unwrap_or_else(|| panic!("no {label}:\n{drawn}"))
+    };
+    assert!(
+        drawn.starts_with(&format!("execution {}: completed", created.id)),
+        "{drawn}"
+    );
+    assert!(
+        row("dispatch 1, attempt 1").ends_with("superseded"),
+        "{drawn}"
+    );
+    assert!(
+        row("dispatch 2, attempt 2").ends_with("completed"),
+        "{drawn}"
+    );
+    assert!(row("tool_call search").ends_with("succeeded"), "{drawn}");
+    // Re-run on the second attempt, but the kernel logs a fresh `step.executing` for a rerun
+    // only when it touches resources: the log, and so the row, shows one run.
+    assert!(row("local summarize").ends_with("succeeded"), "{drawn}");
+    let first = row("dispatch 1, attempt 1")
+        .chars()
+        .skip(30)
+        .position(|c| c == '▓');
+    let second = row("dispatch 2, attempt 2")
+        .chars()
+        .skip(30)
+        .position(|c| c == '▓');
+    assert!(first < second, "attempt 2 starts after attempt 1:\n{drawn}");
+    served.shutdown().await;
+    kernel.shutdown().await;
+}
