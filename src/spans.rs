@@ -35,6 +35,14 @@
 //!
 //! A re-delivery replays: its step spans carry the same `step_id` as the first delivery's,
 //! with `replayed = true`.
+//!
+//! # Trace context on the provider's side
+//!
+//! A live durable LLM call carries a W3C `traceparent` (unless the request has one already):
+//! the trace id is the execution id (a UUID is 128 bits) and the parent span id is the first
+//! 8 bytes of the step id ([`traceparent`]). Every dispatch of an execution, on any host, so
+//! names the same trace, and a provider or gateway that traces joins it without the kernel
+//! carrying any context.
 
 use tracing::Span;
 
@@ -45,6 +53,32 @@ pub const DISPATCH: &str = "rebuno.dispatch";
 
 /// The name of a durable call's span.
 pub const STEP: &str = "rebuno.step";
+
+/// The W3C `traceparent` of a step: `00-<execution id as 32 hex>-<first 16 hex of the step
+/// id>-01`. `None` when the execution id is not a UUID or the step id is not hex.
+///
+/// ```
+/// let parent = rebuno::spans::traceparent(
+///     "0192f1a0-0000-7000-8000-000000000001",
+///     "66521f99aa0c6b1c9b5fd1c1e0b43e6f8ef7e77b3a3a2f4f5c1e6c1d2e3f4a5b",
+/// );
+/// assert_eq!(
+///     parent.as_deref(),
+///     Some("00-0192f1a0000070008000000000000001-66521f99aa0c6b1c-01")
+/// );
+/// ```
+pub fn traceparent(execution_id: &str, step_id: &str) -> Option<String> {
+    let trace: String = execution_id.chars().filter(|c| *c != '-').collect();
+    let span = step_id.get(..16)?;
+    let hex = |text: &str, len: usize| {
+        text.len() == len
+            && text
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+            && text.bytes().any(|b| b != b'0')
+    };
+    (hex(&trace, 32) && hex(span, 16)).then(|| format!("00-{trace}-{span}-01"))
+}
 
 /// The `outcome` of a step that ended with `error`.
 pub(crate) fn step_outcome(error: &Error) -> &'static str {
@@ -93,4 +127,35 @@ pub(crate) fn record_stop(kind: ErrorKind) {
     let span = Span::current();
     span.record("outcome", "stopped");
     span.record("stop", stop_name(kind));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STEP: &str = "66521f99aa0c6b1c9b5fd1c1e0b43e6f8ef7e77b3a3a2f4f5c1e6c1d2e3f4a5b";
+
+    #[test]
+    fn a_traceparent_needs_a_uuid_and_a_hex_step_id() {
+        let exec = "0192f1a0-0000-7000-8000-000000000001";
+        assert!(traceparent(exec, STEP).is_some());
+        assert_eq!(traceparent("not-a-uuid", STEP), None);
+        assert_eq!(traceparent(exec, "66521f99"), None, "too short");
+        assert_eq!(traceparent(exec, "zz521f99aa0c6b1c"), None, "not hex");
+        assert_eq!(
+            traceparent(exec, "66521F99AA0C6B1C"),
+            None,
+            "W3C ids are lowercase"
+        );
+        assert_eq!(
+            traceparent("00000000-0000-0000-0000-000000000000", STEP),
+            None,
+            "all zero"
+        );
+        assert_eq!(
+            traceparent(exec, "0000000000000000ff"),
+            None,
+            "all-zero span id"
+        );
+    }
 }

@@ -26,6 +26,8 @@
 //!   [`raise_for_refusal`] turns the provider's error back into the
 //!   Rebuno one for `?`.
 //!
+//! A live call's request gains a W3C `traceparent` naming the execution's trace and the step
+//! (see [`crate::spans::traceparent`]), unless it carries one already; nothing else is added.
 //! Outside an execution, or for a body that is not a JSON object (an upload, a form), the
 //! request passes through untouched. Recorded bodies are text: bytes that are not UTF-8 are
 //! recorded as U+FFFD (the Python SDK fails such a call instead). Only the content-type header

@@ -204,6 +204,18 @@ where
     Ok(response.map(|body| Box::pin(BodyDataStream::new(body).map_err(Into::into)) as ByteStream))
 }
 
+/// `request` with the step's `traceparent`, unless it carries one of its own.
+fn with_traceparent(
+    mut request: http::Request<Bytes>,
+    traceparent: Option<String>,
+) -> http::Request<Bytes> {
+    let value = traceparent.and_then(|t| http::HeaderValue::from_str(&t).ok());
+    if let Some(value) = value {
+        request.headers_mut().entry("traceparent").or_insert(value);
+    }
+    request
+}
+
 /// Calls `service` once, when it is ready.
 pub(crate) async fn oneshot<S, R>(
     mut service: S,
@@ -239,6 +251,7 @@ where
         Begin::Refused(refusal) => return Ok(refusal_response(&refusal)),
         Begin::Proceed { step, stream } => (step, stream),
     };
+    let request = with_traceparent(request, step.traceparent());
     // Like the Python SDK, a provider that cannot be reached leaves the step open: it is
     // `safe_to_retry`, so a re-delivery sends it again.
     let response = send(request).await.map_err(provider_error)?;
@@ -354,5 +367,28 @@ impl Service<http::Request<Bytes>> for TransportService {
     fn call(&mut self, request: http::Request<Bytes>) -> Self::Future {
         let pending: StreamingFuture = self.transport.send_streaming(request, self.timeout);
         Box::pin(async move { Ok(pending.await?.map(LlmBody::from_stream)) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PARENT: &str = "00-0192f1a0000070008000000000000001-66521f99aa0c6b1c-01";
+
+    #[test]
+    fn the_steps_traceparent_goes_on_unless_the_request_has_one() {
+        let request = http::Request::new(Bytes::new());
+        let sent = with_traceparent(request, Some(PARENT.to_owned()));
+        assert_eq!(sent.headers()["traceparent"], PARENT);
+
+        let mut own = http::Request::new(Bytes::new());
+        own.headers_mut()
+            .insert("traceparent", http::HeaderValue::from_static("00-mine"));
+        let sent = with_traceparent(own, Some(PARENT.to_owned()));
+        assert_eq!(sent.headers()["traceparent"], "00-mine");
+
+        let sent = with_traceparent(http::Request::new(Bytes::new()), None);
+        assert!(sent.headers().get("traceparent").is_none());
     }
 }

@@ -126,6 +126,11 @@ fn refused(error: Error) -> Result<Begin> {
 }
 
 impl LlmStep {
+    /// The W3C `traceparent` naming this step in its execution's trace.
+    pub(super) fn traceparent(&self) -> Option<String> {
+        crate::spans::traceparent(self.context.id(), &self.id)
+    }
+
     /// Milliseconds on the host's clock (drives the delta flush timer).
     pub(super) fn now(&self) -> u64 {
         self.context.kernel().runtime().unix_millis()

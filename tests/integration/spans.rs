@@ -265,4 +265,15 @@ async fn every_span_and_field_of_the_contract_over_a_crash_and_a_replay() {
         assert_eq!(ids[0], ids[1], "{target}");
     }
     assert_eq!(stub.hits(), 1, "the model was asked once");
+    // The provider's request named the execution's trace and the LLM step as its parent.
+    let llm_step = steps
+        .iter()
+        .find(|s| s.fields["target"] == "gpt-test")
+        .unwrap();
+    let expected = format!(
+        "00-{}-{}-01",
+        id.replace('-', ""),
+        &llm_step.fields["step_id"][..16]
+    );
+    assert_eq!(stub.traceparents(), [Some(expected)]);
 }

@@ -60,6 +60,7 @@ struct State {
     hits: AtomicUsize,
     chats: AtomicUsize,
     requests: Mutex<Vec<Value>>,
+    traceparents: Mutex<Vec<Option<String>>>,
     faults: Mutex<VecDeque<Fault>>,
     config: Mutex<Config>,
 }
@@ -86,6 +87,7 @@ impl LlmStub {
             hits: AtomicUsize::new(0),
             chats: AtomicUsize::new(0),
             requests: Mutex::new(Vec::new()),
+            traceparents: Mutex::new(Vec::new()),
             faults: Mutex::new(VecDeque::new()),
             config: Mutex::new(Config {
                 reply: DEFAULT_REPLY.to_owned(),
@@ -130,6 +132,11 @@ impl LlmStub {
     /// The request bodies received so far, in order (JSON, or a string when not JSON).
     pub fn requests(&self) -> Vec<Value> {
         self.state.requests.lock().unwrap().clone()
+    }
+
+    /// The `traceparent` header of each request received, in order.
+    pub fn traceparents(&self) -> Vec<Option<String>> {
+        self.state.traceparents.lock().unwrap().clone()
     }
 
     /// The current reply text.
@@ -252,6 +259,12 @@ const CREATED: u64 = 1_700_000_000;
 
 async fn handle(state: &State, request: http::Request<Incoming>) -> http::Response<Body> {
     state.hits.fetch_add(1, Ordering::SeqCst);
+    let traceparent = request
+        .headers()
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    state.traceparents.lock().unwrap().push(traceparent);
     let chat =
         request.method() == http::Method::POST && request.uri().path() == "/v1/chat/completions";
     let raw = request.into_body().collect().await.map(|b| b.to_bytes());
