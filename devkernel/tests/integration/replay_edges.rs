@@ -6,28 +6,39 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use rebuno::{Agent, AgentBuilder, HandlerError, define_tool, step};
+use rebuno::{Agent, AgentBuilder, HandlerError, Tool, define_tool, step};
 use rebuno_devkernel::replay::{self, History, Verdict};
-use rebuno_devkernel::{DevKernel, NewExecution};
+use rebuno_devkernel::{DevKernel, NewExecution, ServedAgent};
 use serde_json::{Value, json};
 
-/// Two tools called concurrently (futures::join); each body holds while `hold` is set.
-fn pair(hold: Arc<AtomicBool>, runs: Arc<AtomicUsize>) -> AgentBuilder {
-    let mk = |name: &'static str| {
+/// Builds an agent whose tool bodies count their runs and hold while `hold` is set.
+type Build = fn(Arc<AtomicBool>, Arc<AtomicUsize>) -> AgentBuilder;
+
+/// A tool whose body counts its runs and holds while `hold` is set.
+fn held_tool(
+    name: &'static str,
+    hold: &Arc<AtomicBool>,
+    runs: &Arc<AtomicUsize>,
+) -> Tool<u32, u32> {
+    let (hold, runs) = (Arc::clone(hold), Arc::clone(runs));
+    define_tool(name).execute(move |n: u32| {
+        runs.fetch_add(1, Ordering::SeqCst);
         let hold = Arc::clone(&hold);
-        let runs = Arc::clone(&runs);
-        define_tool(name).execute(move |n: u32| {
-            runs.fetch_add(1, Ordering::SeqCst);
-            let hold = Arc::clone(&hold);
-            async move {
-                while hold.load(Ordering::SeqCst) {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-                Ok::<_, HandlerError>(n)
+        async move {
+            while hold.load(Ordering::SeqCst) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
             }
-        })
-    };
-    let (a, b) = (mk("tool_a"), mk("tool_b"));
+            Ok::<_, HandlerError>(n)
+        }
+    })
+}
+
+/// Two tools called concurrently (futures::join).
+fn pair(hold: Arc<AtomicBool>, runs: Arc<AtomicUsize>) -> AgentBuilder {
+    let (a, b) = (
+        held_tool("tool_a", &hold, &runs),
+        held_tool("tool_b", &hold, &runs),
+    );
     Agent::builder("pair").handler(move |n: u32| {
         let (a, b) = (a.clone(), b.clone());
         async move {
@@ -37,37 +48,86 @@ fn pair(hold: Arc<AtomicBool>, runs: Arc<AtomicUsize>) -> AgentBuilder {
     })
 }
 
+/// The same tool called twice at once with the same args: occurrences 0 and 1.
+fn twins(hold: Arc<AtomicBool>, runs: Arc<AtomicUsize>) -> AgentBuilder {
+    let same = held_tool("same", &hold, &runs);
+    Agent::builder("twins").handler(move |n: u32| {
+        let same = same.clone();
+        async move {
+            let (x, y) = futures_util::join!(same.call(n), same.call(n));
+            Ok::<_, HandlerError>(x? + y?)
+        }
+    })
+}
+
+/// An execution of `build`'s agent (input 1) held with both of its calls mid-body.
+struct Held {
+    build: Build,
+    served: ServedAgent,
+    id: uuid::Uuid,
+    hold: Arc<AtomicBool>,
+    runs: Arc<AtomicUsize>,
+}
+
+async fn held(kernel: &DevKernel, build: Build, agent: &str) -> Held {
+    let hold = Arc::new(AtomicBool::new(true));
+    let runs = Arc::new(AtomicUsize::new(0));
+    let served = kernel
+        .serve(build(Arc::clone(&hold), Arc::clone(&runs)))
+        .await
+        .unwrap();
+    let id = kernel
+        .create_execution(NewExecution::new(agent, json!(1)))
+        .await
+        .unwrap()
+        .id;
+    while runs.load(Ordering::SeqCst) < 2 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    Held {
+        build,
+        served,
+        id,
+        hold,
+        runs,
+    }
+}
+
+impl Held {
+    /// Checks `history` against the same code, with nothing held; no body may run.
+    async fn check(&self, history: &History) -> replay::ReplayReport {
+        let before = self.runs.load(Ordering::SeqCst);
+        let free = Arc::new(AtomicBool::new(false));
+        let report = replay::check((self.build)(free, Arc::clone(&self.runs)), history)
+            .await
+            .unwrap();
+        assert_eq!(
+            self.runs.load(Ordering::SeqCst),
+            before,
+            "a body ran in the check"
+        );
+        report
+    }
+
+    fn release(&self) {
+        self.hold.store(false, Ordering::SeqCst);
+    }
+}
+
 /// A running execution whose agent is cut off while two concurrent tool calls run: the same
 /// code would rerun both. The check should call it clean (the doc: "an execution still under
 /// way may go on ... a rerun of an unsettled step is what the kernel would do too").
 #[tokio::test]
 async fn concurrent_unsettled_steps_replay_clean() {
     let kernel = DevKernel::start().await.unwrap();
-    let hold = Arc::new(AtomicBool::new(true));
-    let runs = Arc::new(AtomicUsize::new(0));
-    let served = kernel
-        .serve(pair(Arc::clone(&hold), Arc::clone(&runs)))
-        .await
-        .unwrap();
-    let created = kernel
-        .create_execution(NewExecution::new("pair", json!(1)))
-        .await
-        .unwrap();
-    while runs.load(Ordering::SeqCst) < 2 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let history = kernel.history(created.id).unwrap();
+    let run = held(&kernel, pair, "pair").await;
+    let history = kernel.history(run.id).unwrap();
     assert_eq!(history.steps().len(), 2);
     assert!(history.steps().iter().all(|s| s.status == "executing"));
-
-    let free = Arc::new(AtomicBool::new(false));
-    let report = replay::check(pair(free, Arc::clone(&runs)), &history)
-        .await
-        .unwrap();
-    assert_eq!(runs.load(Ordering::SeqCst), 2, "no body ran in the check");
-    hold.store(false, Ordering::SeqCst);
+    let report = run.check(&history).await;
+    run.release();
     let done = kernel
-        .wait_terminal(created.id, Duration::from_secs(20))
+        .wait_terminal(run.id, Duration::from_secs(20))
         .await
         .unwrap();
     assert_eq!(done.output, Some(json!(3)));
@@ -76,7 +136,7 @@ async fn concurrent_unsettled_steps_replay_clean() {
         report.is_clean(),
         "false divergence on the unchanged code:\n{report}"
     );
-    served.shutdown().await;
+    run.served.shutdown().await;
     kernel.shutdown().await;
 }
 
@@ -85,36 +145,20 @@ async fn concurrent_unsettled_steps_replay_clean() {
 #[tokio::test]
 async fn a_cancelled_execution_replays_clean() {
     let kernel = DevKernel::start().await.unwrap();
-    let hold = Arc::new(AtomicBool::new(true));
-    let runs = Arc::new(AtomicUsize::new(0));
-    let served = kernel
-        .serve(pair(Arc::clone(&hold), Arc::clone(&runs)))
-        .await
-        .unwrap();
-    let created = kernel
-        .create_execution(NewExecution::new("pair", json!(1)))
-        .await
-        .unwrap();
-    while runs.load(Ordering::SeqCst) < 2 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    kernel.cancel(created.id).unwrap();
-    hold.store(false, Ordering::SeqCst);
+    let run = held(&kernel, pair, "pair").await;
+    kernel.cancel(run.id).unwrap();
+    run.release();
     let done = kernel
-        .wait_terminal(created.id, Duration::from_secs(20))
+        .wait_terminal(run.id, Duration::from_secs(20))
         .await
         .unwrap();
     assert_eq!(done.status, rebuno_devkernel::ExecutionStatus::Cancelled);
-    let history = kernel.history(created.id).unwrap();
-    let free = Arc::new(AtomicBool::new(false));
-    let report = replay::check(pair(free, Arc::clone(&runs)), &history)
-        .await
-        .unwrap();
+    let report = run.check(&kernel.history(run.id).unwrap()).await;
     assert!(
         report.is_clean(),
         "false divergence on the unchanged code:\n{report}"
     );
-    served.shutdown().await;
+    run.served.shutdown().await;
     kernel.shutdown().await;
 }
 
@@ -205,48 +249,14 @@ async fn repeated_calls_and_null_args_replay_clean() {
 /// occurrences 0 and 1 and rerun both; the checker recomputes occurrence 0 twice.
 #[tokio::test]
 async fn identical_concurrent_unsettled_steps_replay_clean() {
-    fn twins(hold: Arc<AtomicBool>, runs: Arc<AtomicUsize>) -> AgentBuilder {
-        let t = define_tool("same").execute(move |n: u32| {
-            runs.fetch_add(1, Ordering::SeqCst);
-            let hold = Arc::clone(&hold);
-            async move {
-                while hold.load(Ordering::SeqCst) {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-                Ok::<_, HandlerError>(n)
-            }
-        });
-        Agent::builder("twins").handler(move |n: u32| {
-            let t = t.clone();
-            async move {
-                let (x, y) = futures_util::join!(t.call(n), t.call(n));
-                Ok::<_, HandlerError>(x? + y?)
-            }
-        })
-    }
     let kernel = DevKernel::start().await.unwrap();
-    let hold = Arc::new(AtomicBool::new(true));
-    let runs = Arc::new(AtomicUsize::new(0));
-    let served = kernel
-        .serve(twins(Arc::clone(&hold), Arc::clone(&runs)))
-        .await
-        .unwrap();
-    let created = kernel
-        .create_execution(NewExecution::new("twins", json!(1)))
-        .await
-        .unwrap();
-    while runs.load(Ordering::SeqCst) < 2 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let history = kernel.history(created.id).unwrap();
+    let run = held(&kernel, twins, "twins").await;
+    let history = kernel.history(run.id).unwrap();
     assert_eq!(history.steps().len(), 2);
-    let free = Arc::new(AtomicBool::new(false));
-    let report = replay::check(twins(free, Arc::clone(&runs)), &history)
-        .await
-        .unwrap();
-    hold.store(false, Ordering::SeqCst);
+    let report = run.check(&history).await;
+    run.release();
     let done = kernel
-        .wait_terminal(created.id, Duration::from_secs(20))
+        .wait_terminal(run.id, Duration::from_secs(20))
         .await
         .unwrap();
     assert_eq!(done.output, Some(json!(2)));
@@ -254,7 +264,7 @@ async fn identical_concurrent_unsettled_steps_replay_clean() {
         report.is_clean(),
         "false divergence on the unchanged code:\n{report}"
     );
-    served.shutdown().await;
+    run.served.shutdown().await;
     kernel.shutdown().await;
 }
 
@@ -329,35 +339,19 @@ async fn crash_concurrent_at_most_once_sibling_is_not_a_problem() {
 #[tokio::test]
 async fn an_execution_failed_by_the_kernel_replays_clean() {
     let kernel = DevKernel::builder().max_attempts(1).start().await.unwrap();
-    let hold = Arc::new(AtomicBool::new(true));
-    let runs = Arc::new(AtomicUsize::new(0));
-    let served = kernel
-        .serve(pair(Arc::clone(&hold), Arc::clone(&runs)))
-        .await
-        .unwrap();
-    let created = kernel
-        .create_execution(NewExecution::new("pair", json!(1)))
-        .await
-        .unwrap();
-    while runs.load(Ordering::SeqCst) < 2 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let _ = kernel.redeliver(created.id);
+    let run = held(&kernel, pair, "pair").await;
+    let _ = kernel.redeliver(run.id);
     let done = kernel
-        .wait_terminal(created.id, Duration::from_secs(20))
+        .wait_terminal(run.id, Duration::from_secs(20))
         .await
         .unwrap();
     assert_eq!(done.failure_reason, "dispatch_exhausted");
-    hold.store(false, Ordering::SeqCst);
-    let history = kernel.history(created.id).unwrap();
-    let free = Arc::new(AtomicBool::new(false));
-    let report = replay::check(pair(free, Arc::clone(&runs)), &history)
-        .await
-        .unwrap();
+    run.release();
+    let report = run.check(&kernel.history(run.id).unwrap()).await;
     assert!(
         report.is_clean(),
         "false divergence on the unchanged code:\n{report}"
     );
-    served.shutdown().await;
+    run.served.shutdown().await;
     kernel.shutdown().await;
 }
