@@ -43,9 +43,17 @@ struct State {
     /// Recorded steps by id, as indexes into `history.steps()`.
     by_id: HashMap<String, usize>,
     /// Occurrences so far of each (kind, target, args hash), as the kernel counts them.
-    counters: HashMap<(String, String, String), u32>,
+    counters: HashMap<StepKey, u32>,
     seen: Seen,
+    /// Steps the check stopped the run at, by (kind, target, args hash), with how often the
+    /// handler asked for them again (swallowing the stop).
+    stopped: HashMap<StepKey, usize>,
+    /// The check is over: every request is refused as from a superseded dispatch.
+    closed: bool,
 }
+
+/// A step's identity without its occurrence: (kind, target, args hash).
+type StepKey = (String, String, String);
 
 /// The replaying kernel; clones share one state.
 #[derive(Debug, Clone)]
@@ -64,12 +72,31 @@ impl ReplayKernel {
             by_id,
             counters: HashMap::new(),
             seen: Seen::default(),
+            stopped: HashMap::new(),
+            closed: false,
         })))
+    }
+
+    /// Ends the check: the handler's later requests are refused, so it stops.
+    pub(super) fn close(&self) {
+        self.lock().closed = true;
     }
 
     /// What the handler did so far.
     pub(super) fn take_seen(&self) -> Seen {
-        std::mem::take(&mut self.lock().seen)
+        let mut state = self.lock();
+        let repeated: Vec<String> = state
+            .stopped
+            .iter()
+            .filter(|(_, repeats)| **repeats > 0)
+            .map(|((kind, target, _), repeats)| {
+                format!(
+                    "after the check stopped it at {kind} `{target}`, the handler asked for it {repeats} more time(s): it swallows control flow (on a kernel the first ask would have gone on)"
+                )
+            })
+            .collect();
+        state.seen.notes.extend(repeated);
+        std::mem::take(&mut state.seen)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -108,6 +135,13 @@ fn error(status: StatusCode, code: &str, message: &str) -> http::Response<Bytes>
 impl State {
     /// Routes one request of the agent API.
     fn answer(&mut self, request: &http::Request<Bytes>) -> http::Response<Bytes> {
+        if self.closed {
+            return error(
+                StatusCode::CONFLICT,
+                "lease_superseded",
+                "the replay check is over",
+            );
+        }
         let path = request.uri().path().to_owned();
         let body = request.body();
         let Some(rest) = path.strip_prefix("/v0/executions/") else {
@@ -221,35 +255,52 @@ impl State {
             return error(StatusCode::BAD_REQUEST, "validation_error", "invalid args");
         };
         let key = (submission.kind.clone(), submission.target.clone(), hash);
-        let occurrence = self.counters.get(&key).copied().unwrap_or(0);
-        let id = step_id(
-            &self.history.execution().id,
-            &key.0,
-            &key.1,
-            &key.2,
-            occurrence,
-        );
+        let id = self.next_id(&key);
+        // Asked again for a step the check stopped, with no recorded occurrence to match: the
+        // handler swallowed the stop and retries (a twin in the history is answered as such).
+        if !self.by_id.contains_key(&id)
+            && let Some(repeats) = self.stopped.get_mut(&key)
+        {
+            *repeats += 1;
+            return json_response(StatusCode::OK, &json!({ "decision": "execution_blocked" }));
+        }
+        self.counters
+            .entry(key.clone())
+            .and_modify(|n| *n += 1)
+            .or_insert(1);
         let recorded = self.by_id.get(&id).map(|&i| &self.history.steps()[i]);
-        let (verdict, answer) = decide(recorded, &submission.idempotency, &self.history);
-        // The kernel counts every submit it handles or records, unsettled reruns and new
-        // steps included, so identical calls in flight together get occurrences 0, 1, ...
-        *self.counters.entry(key).or_insert(0) += 1;
+        let (verdict, mut answer) = decide(recorded, &submission.idempotency, &self.history);
+        if verdict.is_recorded() {
+            if let Some(object) = answer.as_object_mut() {
+                object.insert("step_id".to_owned(), json!(id));
+            }
+        } else {
+            self.stopped.insert(key, 0);
+        }
         self.seen.asked.push(AskedStep {
             position: self.seen.asked.len() + 1,
-            step_id: id.clone(),
+            step_id: id,
             kind: submission.kind,
             target: submission.target,
             args: serde_json::from_str(raw_args).unwrap_or(Value::Null),
             idempotency: idempotency_or_default(submission.idempotency),
             verdict,
         });
-        let mut answer = answer;
-        if verdict.is_recorded()
-            && let Some(object) = answer.as_object_mut()
-        {
-            object.insert("step_id".to_owned(), json!(id));
-        }
         json_response(StatusCode::OK, &answer)
+    }
+
+    /// The id the kernel would give the next submit of `key`. It counts every submit it
+    /// handles or records, unsettled reruns and new steps included, so identical calls in
+    /// flight together get occurrences 0, 1, ...
+    fn next_id(&self, key: &StepKey) -> String {
+        let occurrence = self.counters.get(key).copied().unwrap_or(0);
+        step_id(
+            &self.history.execution().id,
+            &key.0,
+            &key.1,
+            &key.2,
+            occurrence,
+        )
     }
 }
 

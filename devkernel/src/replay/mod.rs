@@ -81,9 +81,6 @@ pub enum ReplayError {
     /// The agent refused the dispatch (its answer's status).
     #[error("the agent answered the dispatch with {0}")]
     Refused(http::StatusCode),
-    /// The run did not end in time: the handler waits on something a history cannot give.
-    #[error("the run did not end within {0:?}")]
-    Timeout(Duration),
 }
 
 /// How long [`check`] waits for the run to end.
@@ -91,7 +88,10 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Runs the handler of `agent` (a builder, as for [`DevKernel::serve`](crate::DevKernel::serve))
 /// against `history` and reports how it replays. Waits at most [`DEFAULT_TIMEOUT`];
-/// [`check_within`] sets another bound.
+/// [`check_within`] sets another bound. A run still going then (a handler waiting on something
+/// a history cannot give, or retrying what it is refused) is reported as far as it got, with
+/// [`Ending::TimedOut`], and stopped: every later kernel call it makes is answered
+/// `409 lease_superseded`, as for a dispatch that was taken over.
 pub async fn check(agent: AgentBuilder, history: &History) -> Result<ReplayReport, ReplayError> {
     check_within(agent, history, DEFAULT_TIMEOUT).await
 }
@@ -116,10 +116,16 @@ pub async fn check_within(
     if !answer.status().is_success() {
         return Err(ReplayError::Refused(answer.status()));
     }
-    let finished = tokio::time::timeout(timeout, agent.join()).await;
+    let finished = tokio::time::timeout(timeout, agent.join()).await.is_ok();
+    if !finished {
+        kernel.close();
+    }
     agent.close_within(Duration::ZERO).await.ok();
-    finished.map_err(|_| ReplayError::Timeout(timeout))?;
-    Ok(report(&history, kernel))
+    let mut report = report(&history, kernel);
+    if !finished {
+        report.ending = Ending::TimedOut(timeout);
+    }
+    Ok(report)
 }
 
 /// A webhook for attempt 1 of a fresh dispatch, signed with the agent's secret.

@@ -77,6 +77,8 @@ pub enum Ending {
     /// It stopped without an outcome: at a step that would run live, at an approval, or by
     /// control flow.
     Stopped,
+    /// It had not ended when the check's time ran out (the report says how far it got).
+    TimedOut(std::time::Duration),
 }
 
 /// What a replay check found. [`is_clean`](Self::is_clean) says whether the code replays the
@@ -107,7 +109,8 @@ impl ReplayReport {
     /// with the same identity, no step the history lacks, and the same outcome as recorded.
     /// An execution still under way may go on to new steps once all its recorded ones replay.
     pub fn is_clean(&self) -> bool {
-        self.unreached.is_empty()
+        !matches!(self.ending, Ending::TimedOut(_))
+            && self.unreached.is_empty()
             && self.live_steps().all(|s| self.may_continue(s))
             && self.outcome_matches()
     }

@@ -429,3 +429,49 @@ async fn a_step_cut_off_mid_body_is_rerun_or_indeterminate_by_its_idempotency() 
     }
     kernel.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_run_that_never_ends_is_reported_as_far_as_it_got() {
+    // Swallows every refusal and tries again: on replay it never ends by itself.
+    let stubborn = || {
+        let search =
+            define_tool("search").execute(|q: String| async move { Ok::<_, HandlerError>(q) });
+        Agent::builder("stubborn").handler(move |q: String| {
+            let search = search.clone();
+            async move {
+                let first = search.call(q.clone()).await?;
+                loop {
+                    if search.call(format!("{q} again")).await.is_ok() {
+                        return Ok::<_, HandlerError>(first);
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
+        })
+    };
+    let kernel = DevKernel::start().await.unwrap();
+    let search = define_tool("search").execute(|q: String| async move { Ok::<_, HandlerError>(q) });
+    let recorded = Agent::builder("stubborn").handler(move |q: String| {
+        let search = search.clone();
+        async move { Ok::<_, HandlerError>(search.call(q).await?) }
+    });
+    let served = kernel.serve(recorded).await.unwrap();
+    let done = kernel.run("stubborn", json!("rust")).await.unwrap();
+    let history = kernel.history(done.id).unwrap();
+
+    let limit = Duration::from_millis(200);
+    let report = replay::check_within(stubborn(), &history, limit)
+        .await
+        .unwrap();
+    assert_eq!(report.ending, Ending::TimedOut(limit));
+    assert!(!report.is_clean(), "{report}");
+    // The recorded search replays; the first retry is new and stopped there; the later ones
+    // are refused by the SDK without reaching the kernel.
+    let verdicts: Vec<Verdict> = report.asked.iter().map(|s| s.verdict).collect();
+    assert_eq!(verdicts, [Verdict::Replayed, Verdict::New], "{report}");
+    assert!(report.to_string().contains("TimedOut"), "{report}");
+    let swallowed = |n: &String| n.contains("swallows control flow");
+    assert!(report.notes.iter().any(swallowed), "{report}");
+    served.shutdown().await;
+    kernel.shutdown().await;
+}
