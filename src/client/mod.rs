@@ -94,6 +94,21 @@ impl Client {
             .await
     }
 
+    /// What a session's execution reads with [`previous()`](crate::previous): the state (or
+    /// output) of the execution before it in the session, `null` for the first.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Api`] with code `not_found` for an unknown id; network errors.
+    pub async fn previous(&self, execution_id: &str) -> Result<serde_json::Value> {
+        let path = format!("/v0/executions/{}/previous", encode_segment(execution_id));
+        let answer: serde_json::Value = self.read(&path).await?;
+        Ok(answer
+            .get("state")
+            .cloned()
+            .unwrap_or(serde_json::Value::Null))
+    }
+
     /// Starts listing executions; finish with [`ListExecutions::send`].
     pub fn list(&self) -> ListExecutions {
         ListExecutions::new(self.clone())
@@ -338,4 +353,32 @@ pub(super) fn encode(value: &impl Serialize) -> Result<Bytes> {
 fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T> {
     serde_json::from_slice(body)
         .map_err(|e| Error::new(ErrorKind::Protocol, "unexpected kernel response").with_source(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use http::StatusCode;
+    use serde_json::json;
+
+    use super::fake::FakeKernel;
+
+    #[tokio::test]
+    async fn previous_reads_the_state_of_the_session_before() {
+        let kernel = FakeKernel::answering(StatusCode::OK, r#"{"state":{"turn":1}}"#);
+        assert_eq!(
+            kernel.client().previous("e 1").await.unwrap(),
+            json!({"turn": 1})
+        );
+        let seen = kernel.requests();
+        assert_eq!(
+            seen,
+            [(
+                "GET".to_owned(),
+                "/v0/executions/e%201/previous".to_owned(),
+                true
+            )]
+        );
+        let first = FakeKernel::answering(StatusCode::OK, r#"{"state":null}"#);
+        assert_eq!(first.client().previous("e").await.unwrap(), json!(null));
+    }
 }

@@ -11,7 +11,8 @@ use super::ReplayError;
 /// and errors) and its event log. The checker answers a handler's kernel calls from it.
 ///
 /// Its JSON form is `{"execution": …, "steps": […], "events": […]}` with each part exactly as
-/// `GET /v0/executions/{id}`, `…/steps` and `…/events` return it, so a history can come from
+/// `GET /v0/executions/{id}`, `…/steps` and `…/events` return it (and, for a session's later
+/// turn, `"previous"` as `…/previous` returns it), so a history can come from
 /// the dev kernel, a Go kernel or a file:
 ///
 /// * [`DevKernel::history`](crate::DevKernel::history) in a test;
@@ -67,13 +68,20 @@ impl History {
         serde_json::to_string_pretty(self).unwrap_or_default()
     }
 
-    /// Fetches execution `execution_id`'s history from a kernel (three reads, every page of
-    /// the event log).
+    /// Fetches execution `execution_id`'s history from a kernel: the execution, its steps,
+    /// every page of its event log, and for a session's later turn the previous state its
+    /// handler reads.
     pub async fn fetch(client: &Client, execution_id: &str) -> rebuno::Result<Self> {
         let execution = client.get(execution_id).await?;
         let steps = client.steps(execution_id).send().await?;
         let events = client.all_events(execution_id).await?;
-        Ok(Self::new(execution, steps, events))
+        let has_parent = execution.parent_execution_id.is_some();
+        let history = Self::new(execution, steps, events);
+        if !has_parent {
+            return Ok(history);
+        }
+        let state = client.previous(execution_id).await?;
+        Ok(history.with_previous(serde_json::json!({ "state": state })))
     }
 
     /// With the session's previous state, as `GET /v0/executions/{id}/previous` answered it

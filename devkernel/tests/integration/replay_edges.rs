@@ -209,6 +209,17 @@ async fn a_handler_that_reads_previous_replays_clean() {
     let history = kernel.history(second.id).unwrap();
     let report = replay::check(agent(), &history).await.unwrap();
     assert!(report.is_clean(), "{report}");
+    let client = rebuno::client::Client::builder()
+        .base_url(kernel.url())
+        .build()
+        .unwrap();
+    let fetched = History::fetch(&client, &second.id.to_string())
+        .await
+        .unwrap();
+    assert_eq!(
+        fetched, history,
+        "fetched over HTTP, the previous state included"
+    );
     let json = History::from_json(&history.to_json()).unwrap();
     assert!(
         replay::check(agent(), &json).await.unwrap().is_clean(),
