@@ -595,7 +595,10 @@ impl DevKernel {
     ) -> Result<Execution, DevKernelError> {
         let cell = self.cell(id)?;
         let mut status = cell.subscribe();
-        let waited = tokio::time::timeout(timeout, status.wait_for(|s| done(*s))).await;
+        // The watch's guard is dropped before the execution is read: holding it while taking
+        // the execution's lock deadlocks with `publish`, which sends under that lock.
+        let watched = async { status.wait_for(|s| done(*s)).await.map(|_| ()) };
+        let waited = tokio::time::timeout(timeout, watched).await;
         match waited {
             Ok(Ok(_)) => self.execution(id).ok_or(DevKernelError::NotFound(id)),
             Ok(Err(_)) => Err(DevKernelError::NotFound(id)),
@@ -867,5 +870,67 @@ mod secret_tests {
     fn agent_specs_never_print_their_secret() {
         let spec = AgentSpec::new("a", "http://127.0.0.1:1/webhook", "s3cret-value");
         assert!(!format!("{spec:?}").contains("s3cret-value"));
+    }
+}
+
+#[cfg(test)]
+mod wait_tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    use super::{DevKernel, NewExecution};
+
+    /// `wait_until` must not hold the status watch while it reads the execution: `publish`
+    /// sends to that watch under the execution's lock, so the two used to deadlock.
+    #[test]
+    fn waiting_never_deadlocks_with_a_publishing_kernel() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let kernel = runtime.block_on(DevKernel::start()).unwrap();
+        kernel
+            .register_agent(super::AgentSpec::new(
+                "nobody",
+                "http://127.0.0.1:9/webhook",
+                "s",
+            ))
+            .unwrap();
+        let id = runtime
+            .block_on(kernel.create_execution(NewExecution::new("nobody", serde_json::json!({}))))
+            .unwrap()
+            .id;
+        let cell = kernel.kernel.store().execution(id).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let publisher = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    cell.publish();
+                }
+            })
+        };
+        let (done, finished) = std::sync::mpsc::channel();
+        let waiter = kernel.clone();
+        let handle = runtime.handle().clone();
+        std::thread::spawn(move || {
+            for _ in 0..20_000 {
+                let waited =
+                    handle.block_on(waiter.wait_until(id, Duration::from_secs(5), |_| true));
+                waited.unwrap();
+            }
+            let _ = done.send(());
+        });
+        let result = finished.recv_timeout(Duration::from_secs(20));
+        stop.store(true, Ordering::Relaxed);
+        if result.is_err() {
+            // Deadlocked threads never finish: leak the runtime rather than wait on them.
+            std::mem::forget(runtime);
+            std::mem::forget(kernel);
+            panic!("wait_until deadlocked with publish");
+        }
+        publisher.join().unwrap();
     }
 }

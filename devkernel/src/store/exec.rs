@@ -96,7 +96,8 @@ impl ExecCell {
         drop(state);
     }
 
-    /// Watches the newest event's seq.
+    /// Watches the newest event's seq. Never hold a borrow of it while locking the execution:
+    /// the lock's release sends to it.
     pub(crate) fn subscribe_seq(&self) -> watch::Receiver<u64> {
         self.seq.subscribe()
     }
@@ -115,7 +116,8 @@ impl ExecCell {
         }
     }
 
-    /// Watches the status.
+    /// Watches the status. Never hold a borrow of it (`wait_for`'s guard included) while
+    /// locking the execution: [`publish`](Self::publish) sends under that lock.
     pub(crate) fn subscribe(&self) -> watch::Receiver<ExecutionStatus> {
         self.status.subscribe()
     }
