@@ -24,8 +24,8 @@ commands:
                         list executions, newest first
   get <id>              show one execution as JSON
   events <id>           print its event log, one line per event
-  timeline <id>         draw it on a time axis: dispatch attempts, steps (and how
-                        often each ran), approvals and waits, from its event log
+  timeline <id>         draw it on a time axis from its event log: deliveries,
+                        steps and their outcome, approvals and waits
   export <id>           print its history (execution, steps, events) as JSON, for
                         rebuno_devkernel::replay::check against a new build
   cancel <id>           cancel it",

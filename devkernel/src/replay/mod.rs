@@ -125,6 +125,14 @@ pub async fn check_within(
     if !finished {
         report.ending = Ending::TimedOut(timeout);
     }
+    let recorded_by = &history.execution().agent_id;
+    if recorded_by != agent.id() {
+        let note = format!(
+            "the history was recorded by agent `{recorded_by}`, not `{}`",
+            agent.id()
+        );
+        report.notes.insert(0, note);
+    }
     Ok(report)
 }
 

@@ -230,6 +230,13 @@ async fn a_history_reads_the_same_from_the_harness_the_http_api_and_its_json() {
         "steps in the order they ran"
     );
 
+    let other = Agent::builder("not-the-mailer")
+        .handler(|_: Value| async move { Ok::<_, HandlerError>(()) });
+    let mixed_up = replay::check(other, &reread).await.unwrap();
+    assert!(
+        mixed_up.notes[0].contains("recorded by agent `mailer`, not `not-the-mailer`"),
+        "{mixed_up}"
+    );
     let report = replay::check(build(&world, false), &reread).await.unwrap();
     assert!(report.is_clean(), "{report}");
     assert!(report.asked.iter().all(|s| s.verdict == Verdict::Replayed));
