@@ -14,6 +14,7 @@ mod error;
 pub mod kernel;
 pub mod llm;
 pub mod mcp;
+mod observe;
 mod panic;
 mod refusal;
 pub mod resource;
@@ -27,6 +28,8 @@ pub mod signing;
 pub mod spans;
 mod step;
 mod subagent;
+#[cfg(feature = "opentelemetry")]
+pub mod telemetry;
 mod tool;
 pub mod wire;
 

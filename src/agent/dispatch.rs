@@ -79,10 +79,16 @@ impl Agent {
         B: http_body::Body<Data = Bytes> + MaybeSend + 'static,
         B::Error: Into<BoxError>,
     {
+        #[allow(clippy::disallowed_methods)] // web_time's `Instant` also works on wasm32
+        let arrived = web_time::Instant::now();
         match self.read_verified(request).await {
             Ok(webhook) => {
                 let deadline = webhook.parts.extensions.get::<Deadline>().copied();
-                self.accept(webhook.payload, webhook.lease, deadline)
+                let dispatch = self.accept(webhook.payload, webhook.lease, deadline);
+                if dispatch.background.is_some() {
+                    crate::observe::acked(arrived.elapsed());
+                }
+                dispatch
             }
             Err(refusal) => refusal,
         }
@@ -234,24 +240,27 @@ impl Agent {
             execution_id: ticket.execution_id.clone(),
             serial: ticket.serial,
         };
-        Task::new(
-            async move {
-                let _finished = finished;
-                agent.publish_metadata_once().await;
-                let run = run_dispatch(
-                    agent.inner.kernel.clone(),
-                    &*handler,
-                    &ticket.execution_id,
-                    lease,
-                    deadline,
-                );
-                if Abortable::new(run, ticket.abort).await.is_err() {
-                    crate::spans::record_stop(crate::ErrorKind::LeaseSuperseded);
-                    tracing::info!("run stopped: superseded by a newer dispatch");
-                }
+        let run = async move {
+            let _finished = finished;
+            agent.publish_metadata_once().await;
+            let run = run_dispatch(
+                agent.inner.kernel.clone(),
+                &*handler,
+                &ticket.execution_id,
+                lease,
+                deadline,
+            );
+            if Abortable::new(run, ticket.abort).await.is_err() {
+                crate::spans::record_stop(crate::ErrorKind::LeaseSuperseded);
+                tracing::info!("run stopped: superseded by a newer dispatch");
             }
-            .instrument(span),
-        )
+        }
+        .instrument(span);
+        Task::new(async move {
+            // The run's span closes when `run` is dropped, so it is buffered before the export.
+            run.await;
+            crate::observe::after_run(deadline).await;
+        })
     }
 
     /// Publishes the description and input schema on the first dispatch; a failure is retried on

@@ -51,6 +51,7 @@ impl Exchange {
                 return finish(outcome);
             }
             tracing::debug!(tries, "kernel request failed; retrying");
+            crate::observe::kernel_retry();
             self.runtime.sleep(self.retry.delay(tries)).await;
             tries += 1;
         }

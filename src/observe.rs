@@ -1,0 +1,42 @@
+//! Where the SDK reports to the OpenTelemetry exporter (feature `opentelemetry`); without the
+//! feature every function here does nothing.
+
+use crate::rt::Deadline;
+
+/// Time kept free before a host's deadline when a finished run exports its telemetry.
+#[cfg(feature = "opentelemetry")]
+const EXPORT_MARGIN_MS: u64 = 250;
+
+/// A run's last act: export what it (and runs before it) left buffered, stopping short of the
+/// host's deadline, inside the background task the host keeps alive.
+pub(crate) async fn after_run(deadline: Option<Deadline>) {
+    #[cfg(feature = "opentelemetry")]
+    {
+        use crate::rt::Clock as _;
+        let cap = deadline.map(|deadline| {
+            let now = crate::rt::SystemClock.unix_millis();
+            let left = deadline
+                .unix_millis()
+                .saturating_sub(now)
+                .saturating_sub(EXPORT_MARGIN_MS);
+            std::time::Duration::from_millis(left)
+        });
+        crate::telemetry::flush_after_run(cap).await;
+    }
+    #[cfg(not(feature = "opentelemetry"))]
+    let _ = deadline;
+}
+
+/// A kernel request is being sent again.
+pub(crate) fn kernel_retry() {
+    #[cfg(feature = "opentelemetry")]
+    crate::telemetry::kernel_retry();
+}
+
+/// A dispatch was acknowledged `elapsed` after it arrived.
+pub(crate) fn acked(elapsed: std::time::Duration) {
+    #[cfg(feature = "opentelemetry")]
+    crate::telemetry::acked(elapsed.as_secs_f64() * 1e3);
+    #[cfg(not(feature = "opentelemetry"))]
+    let _ = elapsed;
+}

@@ -1,0 +1,419 @@
+//! Building an exporter, and sending what it buffered.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue};
+use sha2::{Digest, Sha256};
+
+use super::metrics::Metrics;
+use super::record::{Attribute, FinishedSpan, Value, unix_nanos_now};
+use super::{Shared, Telemetry, otlp, register};
+use crate::error::{Error, ErrorKind, Result};
+use crate::kernel::SharedTransport;
+
+/// Spans per export request (a collector takes 4 MiB bodies by default; a span is ~1 KiB).
+const SPANS_PER_REQUEST: usize = 512;
+
+/// Configures a [`Telemetry`]; start with [`Telemetry::otlp`].
+#[must_use = "call `build()` to make the exporter"]
+pub struct TelemetryBuilder {
+    endpoint: String,
+    service_name: Option<String>,
+    resource: Vec<Attribute>,
+    headers: Vec<(String, String)>,
+    transport: Option<SharedTransport>,
+    timeout: Duration,
+    export_replayed: bool,
+    metrics: bool,
+    max_buffered: usize,
+}
+
+impl std::fmt::Debug for TelemetryBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let header_names: Vec<_> = self.headers.iter().map(|(name, _)| name).collect();
+        f.debug_struct("TelemetryBuilder")
+            .field("endpoint", &self.endpoint)
+            .field("service_name", &self.service_name)
+            .field("headers", &header_names)
+            .field("export_replayed", &self.export_replayed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TelemetryBuilder {
+    pub(super) fn new(endpoint: String) -> Self {
+        Self {
+            endpoint,
+            service_name: None,
+            resource: Vec::new(),
+            headers: Vec::new(),
+            transport: None,
+            timeout: Duration::from_secs(3),
+            export_replayed: false,
+            metrics: true,
+            max_buffered: 4096,
+        }
+    }
+
+    /// `service.name` (default `unknown_service:rebuno`).
+    pub fn service_name(mut self, name: impl Into<String>) -> Self {
+        self.service_name = Some(name.into());
+        self
+    }
+
+    /// Another resource attribute (`deployment.environment`, `cloud.region`…).
+    pub fn resource_attribute(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.resource.push((key.into(), Value::Text(value.into())));
+        self
+    }
+
+    /// A header on every export request (`authorization`, `x-honeycomb-team`…). Its value is
+    /// never printed.
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// The HTTP client to export with (default: the SDK's default client; on Workers, pass
+    /// `rebuno_workers::FetchTransport`).
+    pub fn transport(mut self, transport: impl crate::kernel::Transport + 'static) -> Self {
+        self.transport = Some(SharedTransport::new(transport));
+        self
+    }
+
+    /// How long one flush may take at most (default 3 s). A run's own flush also stops short
+    /// of its host's deadline.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Exports replayed step spans too (default `false`).
+    pub fn export_replayed(mut self, export: bool) -> Self {
+        self.export_replayed = export;
+        self
+    }
+
+    /// Exports metrics to `/v1/metrics` (default `true`).
+    pub fn metrics(mut self, export: bool) -> Self {
+        self.metrics = export;
+        self
+    }
+
+    /// Spans kept while the endpoint cannot be reached (default 4096); the oldest go first,
+    /// counted in `rebuno.telemetry.dropped_spans`.
+    pub fn max_buffered_spans(mut self, limit: usize) -> Self {
+        self.max_buffered = limit.max(1);
+        self
+    }
+
+    /// Makes the exporter.
+    ///
+    /// # Errors
+    ///
+    /// `config` for an endpoint that is not an `http(s)://` URL, a header that is not valid
+    /// HTTP, or no HTTP client compiled in and none given.
+    pub fn build(self) -> Result<Telemetry> {
+        let (traces_url, metrics_url) = endpoints(&self.endpoint)?;
+        let headers = header_map(&self.headers)?;
+        let transport = match self.transport {
+            Some(transport) => transport,
+            None => default_transport()?,
+        };
+        let start = unix_nanos_now();
+        let mut resource = vec![
+            (
+                "service.name".to_owned(),
+                Value::Text(
+                    self.service_name
+                        .unwrap_or_else(|| "unknown_service:rebuno".to_owned()),
+                ),
+            ),
+            (
+                "service.instance.id".to_owned(),
+                Value::Text(instance_id(start)),
+            ),
+            (
+                "telemetry.sdk.name".to_owned(),
+                Value::Text("rebuno".to_owned()),
+            ),
+            (
+                "telemetry.sdk.language".to_owned(),
+                Value::Text("rust".to_owned()),
+            ),
+            (
+                "telemetry.sdk.version".to_owned(),
+                Value::Text(env!("CARGO_PKG_VERSION").to_owned()),
+            ),
+        ];
+        resource.extend(self.resource);
+        let shared = Arc::new(Shared {
+            traces_url,
+            metrics_url: self.metrics.then_some(metrics_url),
+            headers,
+            transport,
+            timeout: self.timeout,
+            resource,
+            export_replayed: self.export_replayed,
+            max_buffered: self.max_buffered,
+            pending: Mutex::new(VecDeque::new()),
+            metrics: Mutex::new(Metrics::new(start)),
+            flight: futures_util::lock::Mutex::new(()),
+        });
+        register(&shared);
+        Ok(Telemetry { shared })
+    }
+}
+
+fn config(message: impl Into<String>) -> Error {
+    Error::new(ErrorKind::Config, message)
+}
+
+/// The traces and metrics URLs of an OTLP/HTTP endpoint.
+fn endpoints(endpoint: &str) -> Result<(String, String)> {
+    let uri: http::Uri = endpoint
+        .parse()
+        .map_err(|_| config(format!("telemetry endpoint {endpoint:?} is not a URL")))?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+        return Err(config(format!(
+            "telemetry endpoint {endpoint:?} is not an http:// or https:// URL"
+        )));
+    }
+    let base = endpoint.trim_end_matches('/');
+    Ok(match base.strip_suffix("/v1/traces") {
+        Some(root) => (base.to_owned(), format!("{root}/v1/metrics")),
+        None => (format!("{base}/v1/traces"), format!("{base}/v1/metrics")),
+    })
+}
+
+fn header_map(headers: &[(String, String)]) -> Result<HeaderMap> {
+    let mut map = HeaderMap::new();
+    for (name, value) in headers {
+        let name = HeaderName::try_from(name.as_str())
+            .map_err(|_| config(format!("telemetry header name {name:?} is not valid")))?;
+        let mut value = HeaderValue::try_from(value.as_str())
+            .map_err(|_| config(format!("telemetry header {name} has an invalid value")))?;
+        value.set_sensitive(true);
+        map.append(name, value);
+    }
+    Ok(map)
+}
+
+fn default_transport() -> Result<SharedTransport> {
+    match crate::kernel::default_transport(crate::kernel::Peer::Provider) {
+        Some(Ok(transport)) => Ok(transport),
+        Some(Err(error)) => {
+            Err(config("could not create the telemetry HTTP client").with_source(error))
+        }
+        None => Err(config(
+            "no HTTP client compiled in for telemetry: pass one with .transport()",
+        )),
+    }
+}
+
+/// A process-unique id: each process is its own metrics series.
+fn instance_id(start: u64) -> String {
+    let marker = 0u8;
+    let address = std::ptr::addr_of!(marker) as usize;
+    let digest = Sha256::new()
+        .chain_update(start.to_be_bytes())
+        .chain_update(address.to_be_bytes())
+        .finalize();
+    super::ids::to_hex(&digest[..16])
+}
+
+/// A [`Telemetry`] from `OTEL_*` variables read through `var`.
+pub(super) fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Option<Telemetry>> {
+    let endpoint = var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .or_else(|| var("OTEL_EXPORTER_OTLP_ENDPOINT"))
+        .filter(|value| !value.trim().is_empty());
+    let Some(endpoint) = endpoint else {
+        return Ok(None);
+    };
+    let mut builder = Telemetry::otlp(endpoint.trim());
+    if let Some(name) = var("OTEL_SERVICE_NAME").filter(|name| !name.is_empty()) {
+        builder = builder.service_name(name);
+    }
+    for (key, value) in pairs(
+        var("OTEL_RESOURCE_ATTRIBUTES").as_deref(),
+        "OTEL_RESOURCE_ATTRIBUTES",
+    )? {
+        builder = builder.resource_attribute(key, value);
+    }
+    for (key, value) in pairs(
+        var("OTEL_EXPORTER_OTLP_HEADERS").as_deref(),
+        "OTEL_EXPORTER_OTLP_HEADERS",
+    )? {
+        builder = builder.header(key, value);
+    }
+    builder.build().map(Some)
+}
+
+/// `k1=v1,k2=v2` with percent-encoded values, as the OpenTelemetry variables write them.
+fn pairs(text: Option<&str>, variable: &str) -> Result<Vec<(String, String)>> {
+    let Some(text) = text else {
+        return Ok(Vec::new());
+    };
+    text.split(',')
+        .filter(|pair| !pair.trim().is_empty())
+        .map(|pair| {
+            let (key, value) = pair
+                .split_once('=')
+                .ok_or_else(|| config(format!("{variable}: an entry has no `=`")))?;
+            Ok((key.trim().to_owned(), percent_decode(value.trim())))
+        })
+        .collect()
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        let escaped = (bytes[index] == b'%')
+            .then(|| text.get(index + 1..index + 3))
+            .flatten()
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match escaped {
+            Some(byte) => {
+                out.push(byte);
+                index += 3;
+            }
+            None => {
+                out.push(bytes[index]);
+                index += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+impl Shared {
+    /// Sends the buffered spans, then the metrics if they changed, within `budget`.
+    pub(crate) async fn flush_within(&self, budget: Duration) -> Result<()> {
+        #[allow(clippy::disallowed_methods)] // web_time's `Instant` also works on wasm32
+        let started = web_time::Instant::now();
+        let left = || budget.saturating_sub(started.elapsed());
+        let _one_at_a_time = self.flight.lock().await;
+        let spans: Vec<FinishedSpan> = self.lock_pending().drain(..).collect();
+        let mut rest = spans.as_slice();
+        while !rest.is_empty() {
+            let (batch, after) = rest.split_at(rest.len().min(SPANS_PER_REQUEST));
+            let body = otlp::traces(&self.resource, batch);
+            if let Err(error) = self.post(&self.traces_url, &body, left()).await {
+                self.requeue(rest.to_vec());
+                return Err(error);
+            }
+            rest = after;
+        }
+        self.flush_metrics(left()).await
+    }
+
+    async fn flush_metrics(&self, budget: Duration) -> Result<()> {
+        let Some(url) = &self.metrics_url else {
+            return Ok(());
+        };
+        let snapshot = {
+            let mut metrics = self
+                .metrics
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if !metrics.dirty {
+                return Ok(());
+            }
+            metrics.dirty = false;
+            metrics.clone()
+        };
+        let body = otlp::metrics(&self.resource, &snapshot, unix_nanos_now());
+        let sent = self.post(url, &body, budget).await;
+        if sent.is_err() {
+            self.with_metrics(|metrics| metrics.dirty = true);
+        }
+        sent
+    }
+
+    async fn post(&self, url: &str, body: &serde_json::Value, budget: Duration) -> Result<()> {
+        if budget.is_zero() {
+            return Err(Error::new(
+                ErrorKind::Timeout,
+                "no time left to export telemetry",
+            ));
+        }
+        let bytes = serde_json::to_vec(body).map_err(|e| Error::serde("telemetry body", e))?;
+        let mut request = http::Request::post(url)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(Bytes::from(bytes))
+            .map_err(|e| config("telemetry request").with_source(e))?;
+        request.headers_mut().extend(self.headers.clone());
+        let response = self
+            .transport
+            .send(request, budget)
+            .await
+            .map_err(|error| {
+                let kind = match error.kind() {
+                    crate::kernel::TransportErrorKind::Timeout => ErrorKind::Timeout,
+                    _ => ErrorKind::Network,
+                };
+                Error::new(kind, format!("telemetry export to {url} failed")).with_source(error)
+            })?;
+        if response.status().is_success() {
+            return Ok(());
+        }
+        let text = String::from_utf8_lossy(response.body());
+        Err(Error::new(
+            ErrorKind::Protocol,
+            format!(
+                "telemetry endpoint {url} answered {}: {}",
+                response.status(),
+                text.chars().take(200).collect::<String>()
+            ),
+        )
+        .with_status(response.status()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_get_the_signal_paths() {
+        let (traces, metrics) = endpoints("http://127.0.0.1:4318/").unwrap();
+        assert_eq!(traces, "http://127.0.0.1:4318/v1/traces");
+        assert_eq!(metrics, "http://127.0.0.1:4318/v1/metrics");
+        let (traces, metrics) = endpoints("https://api.example.com/otlp/v1/traces").unwrap();
+        assert_eq!(traces, "https://api.example.com/otlp/v1/traces");
+        assert_eq!(metrics, "https://api.example.com/otlp/v1/metrics");
+        assert!(endpoints("collector:4318").is_err());
+        assert!(endpoints("ftp://collector").is_err());
+    }
+
+    #[test]
+    fn the_environment_is_read_like_other_opentelemetry_sdks() {
+        let env = |name: &str| match name {
+            "OTEL_EXPORTER_OTLP_ENDPOINT" => Some("http://127.0.0.1:4318".to_owned()),
+            "OTEL_EXPORTER_OTLP_HEADERS" => Some("x-api-key=s%3Dcret, team = a".to_owned()),
+            "OTEL_SERVICE_NAME" => Some("triage".to_owned()),
+            _ => None,
+        };
+        let telemetry = from_env(env).unwrap().unwrap();
+        let shared = &telemetry.shared;
+        assert_eq!(shared.headers["x-api-key"], "s=cret");
+        assert_eq!(shared.headers["team"], "a");
+        assert!(
+            shared
+                .resource
+                .contains(&("service.name".to_owned(), Value::Text("triage".to_owned())))
+        );
+        assert!(
+            !format!("{telemetry:?}").contains("cret"),
+            "no secret in Debug"
+        );
+        assert!(from_env(|_| None).unwrap().is_none());
+        let bad = |name: &str| (name == "OTEL_EXPORTER_OTLP_ENDPOINT").then(|| "nope".to_owned());
+        assert!(from_env(bad).is_err());
+    }
+}

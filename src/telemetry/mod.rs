@@ -1,0 +1,276 @@
+//! OpenTelemetry export (feature `opentelemetry`): the [span contract](crate::spans) as OTLP
+//! traces and metrics, one trace per execution on every host and across every re-delivery.
+//!
+//! Build a [`Telemetry`] pointed at an OTLP/HTTP endpoint (a collector, Jaeger, Tempo,
+//! Honeycomb…), add its [`layer`](Telemetry::layer) to your `tracing` subscriber, and serve the
+//! agent as usual:
+//!
+//! ```no_run
+//! use tracing_subscriber::prelude::*;
+//!
+//! # fn main() -> rebuno::Result<()> {
+//! let telemetry = rebuno::telemetry::Telemetry::otlp("http://127.0.0.1:4318")
+//!     .service_name("triage-agent")
+//!     .build()?;
+//! tracing_subscriber::registry()
+//!     .with(telemetry.layer())
+//!     // Filter the console per layer, so it cannot hide the SDK's spans from the exporter.
+//!     .with(tracing_subscriber::fmt::layer().with_filter(tracing_subscriber::filter::LevelFilter::WARN))
+//!     .init();
+//! # Ok(()) }
+//! ```
+//!
+//! # Ids: one trace per execution, with no trace context in the kernel
+//!
+//! - The **trace id** is the execution id: a UUID is 128 bits, so every dispatch of an
+//!   execution, on any Lambda sandbox or Worker isolate, lands in the same trace, and a trace
+//!   is found by execution id. (A non-UUID id is hashed.)
+//! - A **step's span id** is the first 8 bytes of its step id, the one its outgoing
+//!   [`traceparent`](crate::spans::traceparent) names: a provider's span is the step's child.
+//! - A **delivery's span id** is derived from its dispatch id and attempt, and every span
+//!   opened inside a step or a delivery (yours too) gets an id derived from its parent's and
+//!   its position, so a rerun of the same code gives the same ids.
+//! - A **creation** ([`Client::create`](crate::client::Client::create) inside a traced span, a
+//!   subagent for instance) is a span of the *new* execution's trace, linked to the span it
+//!   was made from.
+//!
+//! # Replays are not exported
+//!
+//! A re-delivery re-runs the handler and the kernel answers the recorded steps from its log:
+//! those step spans (`replayed = true`) are dropped, so a crashed and re-delivered execution
+//! shows each live step once, under the delivery that ran it.
+//! [`export_replayed`](TelemetryBuilder::export_replayed) keeps them (same span ids as the
+//! first run, marked `rebuno.replayed = true`).
+//!
+//! # Exported before the host stops
+//!
+//! Every acknowledged run flushes what is buffered as its last act, inside the background
+//! task the host already keeps alive: within the held Lambda invocation (bounded by the
+//! invocation's deadline), within `ctx.wait_until` on Workers, and within rebuno-hyper's
+//! drain on shutdown. Concurrent runs share one export at a time. Spans made outside a run
+//! (a client creating executions) are sent by [`Telemetry::flush`].
+//!
+//! # Spans
+//!
+//! | span | OTLP name | kind | attributes |
+//! |---|---|---|---|
+//! | `rebuno.dispatch` | `dispatch <agent_id>` | server | `rebuno.<field>` for each field of the contract; status error when `failed` |
+//! | `rebuno.step` | `<kind> <target>` (`tool_call send_email`) | internal (`llm_call`: client) | as above; status error when `failed`, `denied` or `error` |
+//! | `rebuno.create` | `create <agent_id>` | client | `rebuno.agent_id`, `rebuno.execution_id` |
+//! | any span inside those | its name | internal | its fields as they are |
+//!
+//! `tracing` events inside an exported span become its span events (at most 32 per span).
+//!
+//! # Metrics
+//!
+//! Sent to `/v1/metrics` with the spans, cumulative from the process's start (each process
+//! is one series: `service.instance.id`):
+//!
+//! | metric | type | attributes |
+//! |---|---|---|
+//! | `rebuno.runs.in_flight` | up-down sum | |
+//! | `rebuno.dispatches` | sum | `rebuno.outcome`, `rebuno.stop` |
+//! | `rebuno.steps` | sum | `rebuno.kind`, `rebuno.outcome`, `rebuno.replayed` (the replayed share is `replayed = true` over all) |
+//! | `rebuno.step.duration` | histogram, ms | `rebuno.kind`, `rebuno.replayed` |
+//! | `rebuno.ack.duration` | histogram, ms | |
+//! | `rebuno.kernel.retries` | sum | |
+//! | `rebuno.telemetry.dropped_spans` | sum | |
+
+mod export;
+mod ids;
+mod layer;
+mod metrics;
+mod otlp;
+mod record;
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+pub use export::TelemetryBuilder;
+pub use layer::TelemetryLayer;
+
+use crate::error::Result;
+use crate::kernel::SharedTransport;
+use metrics::Metrics;
+use record::{Attribute, FinishedSpan};
+
+/// An OTLP exporter of the SDK's spans and metrics. Cheap to clone; see the [module
+/// docs](self).
+#[derive(Clone)]
+pub struct Telemetry {
+    shared: Arc<Shared>,
+}
+
+/// What the layer, the exporter and the runs share.
+pub(crate) struct Shared {
+    traces_url: String,
+    metrics_url: Option<String>,
+    headers: http::HeaderMap,
+    transport: SharedTransport,
+    timeout: Duration,
+    resource: Vec<Attribute>,
+    export_replayed: bool,
+    max_buffered: usize,
+    pending: Mutex<VecDeque<FinishedSpan>>,
+    metrics: Mutex<Metrics>,
+    /// One export at a time: runs that finish together share it.
+    flight: futures_util::lock::Mutex<()>,
+}
+
+impl Telemetry {
+    /// Starts an exporter to the OTLP/HTTP endpoint `endpoint` (`http://collector:4318`;
+    /// `/v1/traces` and `/v1/metrics` are appended unless it already ends in `/v1/traces`).
+    pub fn otlp(endpoint: impl Into<String>) -> TelemetryBuilder {
+        TelemetryBuilder::new(endpoint.into())
+    }
+
+    /// An exporter configured from the standard variables: `OTEL_EXPORTER_OTLP_ENDPOINT` (or
+    /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`), `OTEL_EXPORTER_OTLP_HEADERS`,
+    /// `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES`. `None` when no endpoint is set
+    /// (or on wasm32, which has no environment: use [`otlp`](Self::otlp)).
+    ///
+    /// # Errors
+    ///
+    /// `config` when a variable does not parse.
+    pub fn from_env() -> Result<Option<Self>> {
+        export::from_env(|name| std::env::var(name).ok())
+    }
+
+    /// The [`tracing_subscriber::Layer`] that feeds this exporter.
+    pub fn layer(&self) -> TelemetryLayer {
+        TelemetryLayer {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
+    /// Sends everything buffered now (spans, and metrics when they changed), waiting for an
+    /// export already under way first. Bounded by the builder's
+    /// [`timeout`](TelemetryBuilder::timeout).
+    ///
+    /// # Errors
+    ///
+    /// `network` or `timeout` when the endpoint cannot be reached, `protocol` when it
+    /// refuses the export; the spans stay buffered for the next flush (up to
+    /// [`max_buffered_spans`](TelemetryBuilder::max_buffered_spans)).
+    pub async fn flush(&self) -> Result<()> {
+        self.shared.flush_within(self.shared.timeout).await
+    }
+
+    /// Spans waiting for the next flush.
+    pub fn buffered_spans(&self) -> usize {
+        self.shared.lock_pending().len()
+    }
+}
+
+impl fmt::Debug for Telemetry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Header values (API keys) are never printed.
+        f.debug_struct("Telemetry")
+            .field("traces_url", &self.shared.traces_url)
+            .field("headers", &self.shared.headers.keys().collect::<Vec<_>>())
+            .field("export_replayed", &self.shared.export_replayed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    fn lock_pending(&self) -> MutexGuard<'_, VecDeque<FinishedSpan>> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn with_metrics(&self, update: impl FnOnce(&mut Metrics)) {
+        update(&mut self.metrics.lock().unwrap_or_else(PoisonError::into_inner));
+    }
+
+    /// Buffers a finished span, dropping the oldest past the limit.
+    pub(crate) fn push(&self, span: FinishedSpan) {
+        let mut pending = self.lock_pending();
+        pending.push_back(span);
+        let excess = pending.len().saturating_sub(self.max_buffered);
+        pending.drain(..excess);
+        drop(pending);
+        if excess > 0 {
+            self.with_metrics(|m| m.spans_dropped(excess as u64));
+        }
+    }
+
+    /// Puts back spans an export failed to send, ahead of newer ones.
+    fn requeue(&self, spans: Vec<FinishedSpan>) {
+        let mut pending = self.lock_pending();
+        for span in spans.into_iter().rev() {
+            pending.push_front(span);
+        }
+        let excess = pending.len().saturating_sub(self.max_buffered);
+        pending.drain(..excess);
+        drop(pending);
+        if excess > 0 {
+            self.with_metrics(|m| m.spans_dropped(excess as u64));
+        }
+    }
+}
+
+/// Every exporter built in this process, for the counters kept outside any span
+/// (acknowledgements, kernel retries): they are per process.
+static BUILT: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
+
+fn register(shared: &Arc<Shared>) {
+    let mut built = BUILT.lock().unwrap_or_else(PoisonError::into_inner);
+    built.retain(|weak| weak.strong_count() > 0);
+    built.push(Arc::downgrade(shared));
+}
+
+fn built() -> Vec<Arc<Shared>> {
+    BUILT
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .filter_map(Weak::upgrade)
+        .collect()
+}
+
+thread_local! {
+    /// The exporters that saw a run's span close on this thread and have not flushed since:
+    /// the run's task takes them in the same poll (see [`flush_after_run`]).
+    static CLOSED_RUNS: RefCell<Vec<Arc<Shared>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Called by the layer when a run's span closes.
+pub(crate) fn run_closed(shared: &Arc<Shared>) {
+    CLOSED_RUNS.with(|closed| {
+        let mut closed = closed.borrow_mut();
+        if !closed.iter().any(|known| Arc::ptr_eq(known, shared)) {
+            closed.push(Arc::clone(shared));
+        }
+    });
+}
+
+/// Flushes the exporters whose layer saw the run that just ended, each within its timeout and
+/// `cap`; a failure is logged, never raised (the run is over). Only those: an exporter of
+/// another subscriber (another test, another runtime) is left to its own runs.
+pub(crate) async fn flush_after_run(cap: Option<Duration>) {
+    // Taken before the first await, in the poll that closed the run's span.
+    let exporters = CLOSED_RUNS.with(|closed| std::mem::take(&mut *closed.borrow_mut()));
+    for shared in exporters {
+        let budget = cap.map_or(shared.timeout, |cap| cap.min(shared.timeout));
+        if let Err(error) = shared.flush_within(budget).await {
+            tracing::warn!(%error, "telemetry export failed; kept for the next flush");
+        }
+    }
+}
+
+/// Counts a kernel request sent again.
+pub(crate) fn kernel_retry() {
+    for shared in built() {
+        shared.with_metrics(Metrics::kernel_retry);
+    }
+}
+
+/// Records how long a dispatch took to acknowledge.
+pub(crate) fn acked(millis: f64) {
+    for shared in built() {
+        shared.with_metrics(|m| m.acked(millis));
+    }
+}

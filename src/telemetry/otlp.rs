@@ -1,0 +1,260 @@
+//! OTLP/HTTP JSON bodies (`/v1/traces`, `/v1/metrics`), per the OTLP specification's JSON
+//! encoding: ids as lowercase hex, enums as numbers, timestamps as decimal strings (past 2^53)
+//! and every other integer as a JSON number. proto3 JSON allows either form for a 64-bit
+//! integer, but not every receiver reads both: rotel 0.0.1a15 silently drops a data point's
+//! string `asInt`, and a whole histogram whose counts are strings.
+
+use serde_json::{Value as Json, json};
+
+use super::ids::to_hex;
+use super::metrics::{Histogram, LATENCY_BOUNDS_MS, Metrics, SeriesKey};
+use super::record::{Attribute, FinishedSpan, Value};
+
+/// The instrumentation scope every span and metric is reported under.
+fn scope() -> Json {
+    json!({ "name": "rebuno", "version": env!("CARGO_PKG_VERSION") })
+}
+
+fn any_value(value: &Value) -> Json {
+    match value {
+        Value::Text(text) => json!({ "stringValue": text }),
+        Value::Int(int) => json!({ "intValue": int }),
+        Value::Float(float) => json!({ "doubleValue": float }),
+        Value::Bool(flag) => json!({ "boolValue": flag }),
+    }
+}
+
+fn attributes(list: &[Attribute]) -> Json {
+    Json::Array(
+        list.iter()
+            .map(|(key, value)| json!({ "key": key, "value": any_value(value) }))
+            .collect(),
+    )
+}
+
+fn resource(list: &[Attribute]) -> Json {
+    json!({ "attributes": attributes(list) })
+}
+
+fn span(span: &FinishedSpan) -> Json {
+    let mut body = json!({
+        "traceId": to_hex(&span.trace),
+        "spanId": to_hex(&span.span),
+        "name": span.name,
+        "kind": span.kind as i32,
+        "startTimeUnixNano": span.start_unix_nanos.to_string(),
+        "endTimeUnixNano": span.end_unix_nanos.to_string(),
+        "attributes": attributes(&span.attributes),
+        "events": span.events.iter().map(|event| json!({
+            "timeUnixNano": event.unix_nanos.to_string(),
+            "name": event.name,
+            "attributes": attributes(&event.attributes),
+        })).collect::<Vec<_>>(),
+        "links": span.links.iter().map(|link| json!({
+            "traceId": to_hex(&link.trace),
+            "spanId": to_hex(&link.span),
+        })).collect::<Vec<_>>(),
+        "status": match &span.error {
+            Some(message) => json!({ "code": 2, "message": message }),
+            None => json!({ "code": 0 }),
+        },
+    });
+    if let (Some(parent), Some(object)) = (span.parent, body.as_object_mut()) {
+        object.insert("parentSpanId".to_owned(), Json::String(to_hex(&parent)));
+    }
+    body
+}
+
+/// An `ExportTraceServiceRequest` carrying `spans`.
+pub(crate) fn traces(resource_attributes: &[Attribute], spans: &[FinishedSpan]) -> Json {
+    json!({ "resourceSpans": [{
+        "resource": resource(resource_attributes),
+        "scopeSpans": [{ "scope": scope(), "spans": spans.iter().map(span).collect::<Vec<_>>() }],
+    }]})
+}
+
+fn series_attributes(key: &SeriesKey) -> Json {
+    let list: Vec<Attribute> = key
+        .iter()
+        .map(|(name, value)| (format!("rebuno.{name}"), Value::Text(value.clone())))
+        .collect();
+    attributes(&list)
+}
+
+struct Times {
+    start: String,
+    now: String,
+}
+
+fn counter<'a>(
+    name: &str,
+    unit: &str,
+    description: &str,
+    monotonic: bool,
+    points: impl Iterator<Item = (Option<&'a SeriesKey>, i64)>,
+    times: &Times,
+) -> Json {
+    let points: Vec<Json> = points
+        .map(|(key, value)| {
+            json!({
+                "attributes": key.map(series_attributes).unwrap_or_else(|| json!([])),
+                "startTimeUnixNano": times.start,
+                "timeUnixNano": times.now,
+                "asInt": value,
+            })
+        })
+        .collect();
+    json!({
+        "name": name, "unit": unit, "description": description,
+        "sum": { "aggregationTemporality": 2, "isMonotonic": monotonic, "dataPoints": points },
+    })
+}
+
+fn histogram<'a>(
+    name: &str,
+    description: &str,
+    points: impl Iterator<Item = (Option<&'a SeriesKey>, &'a Histogram)>,
+    times: &Times,
+) -> Json {
+    let points: Vec<Json> = points
+        .filter(|(_, histogram)| histogram.count > 0)
+        .map(|(key, histogram)| {
+            json!({
+                "attributes": key.map(series_attributes).unwrap_or_else(|| json!([])),
+                "startTimeUnixNano": times.start,
+                "timeUnixNano": times.now,
+                "count": histogram.count,
+                "sum": histogram.sum,
+                "bucketCounts": histogram.counts,
+                "explicitBounds": LATENCY_BOUNDS_MS,
+            })
+        })
+        .collect();
+    json!({
+        "name": name, "unit": "ms", "description": description,
+        "histogram": { "aggregationTemporality": 2, "dataPoints": points },
+    })
+}
+
+fn as_int(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// An `ExportMetricsServiceRequest` with every metric's cumulative value at `now`.
+pub(crate) fn metrics(resource_attributes: &[Attribute], metrics: &Metrics, now: u64) -> Json {
+    let times = Times {
+        start: metrics.start_unix_nanos.to_string(),
+        now: now.to_string(),
+    };
+    let list = vec![
+        counter(
+            "rebuno.runs.in_flight",
+            "{run}",
+            "Dispatch runs in progress in this process.",
+            false,
+            std::iter::once((None, metrics.runs_in_flight)),
+            &times,
+        ),
+        counter(
+            "rebuno.dispatches",
+            "{run}",
+            "Dispatch runs finished, by outcome (and stop).",
+            true,
+            metrics
+                .dispatches
+                .iter()
+                .map(|(k, v)| (Some(k), as_int(*v))),
+            &times,
+        ),
+        counter(
+            "rebuno.steps",
+            "{step}",
+            "Durable calls finished, by kind, outcome and whether they replayed.",
+            true,
+            metrics.steps.iter().map(|(k, v)| (Some(k), as_int(*v))),
+            &times,
+        ),
+        histogram(
+            "rebuno.step.duration",
+            "Durable calls' wall time, by kind and whether they replayed.",
+            metrics.step_duration.iter().map(|(k, h)| (Some(k), h)),
+            &times,
+        ),
+        histogram(
+            "rebuno.ack.duration",
+            "From a dispatch's arrival to its acknowledgement.",
+            std::iter::once((None, &metrics.ack_duration)),
+            &times,
+        ),
+        counter(
+            "rebuno.kernel.retries",
+            "{request}",
+            "Kernel requests sent again after a failure.",
+            true,
+            std::iter::once((None, as_int(metrics.kernel_retries))),
+            &times,
+        ),
+        counter(
+            "rebuno.telemetry.dropped_spans",
+            "{span}",
+            "Spans dropped because the export buffer was full.",
+            true,
+            std::iter::once((None, as_int(metrics.dropped_spans))),
+            &times,
+        ),
+    ];
+    json!({ "resourceMetrics": [{
+        "resource": resource(resource_attributes),
+        "scopeMetrics": [{ "scope": scope(), "metrics": list }],
+    }]})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::record::{SpanKind, SpanLink};
+    use super::*;
+
+    #[test]
+    fn a_span_is_written_with_hex_ids_and_string_times() {
+        let finished = FinishedSpan {
+            trace: [1; 16],
+            span: [2; 8],
+            parent: Some([3; 8]),
+            name: "tool_call send".to_owned(),
+            kind: SpanKind::Internal,
+            start_unix_nanos: 5,
+            end_unix_nanos: 9,
+            attributes: vec![("rebuno.replayed".to_owned(), Value::Bool(false))],
+            events: Vec::new(),
+            links: vec![SpanLink {
+                trace: [4; 16],
+                span: [5; 8],
+            }],
+            error: Some("boom".to_owned()),
+        };
+        let body = traces(&[], &[finished]);
+        let span = &body["resourceSpans"][0]["scopeSpans"][0]["spans"][0];
+        assert_eq!(span["traceId"], "01010101010101010101010101010101");
+        assert_eq!(span["parentSpanId"], "0303030303030303");
+        assert_eq!(span["startTimeUnixNano"], "5");
+        assert_eq!(span["status"]["code"], 2);
+        assert_eq!(span["links"][0]["spanId"], "0505050505050505");
+        assert_eq!(span["attributes"][0]["value"]["boolValue"], false);
+    }
+
+    #[test]
+    fn metrics_are_cumulative_sums_and_histograms() {
+        let mut data = Metrics::new(1);
+        data.step_finished("local", "succeeded", false, 2.0);
+        let body = metrics(&[], &data, 7);
+        let list = &body["resourceMetrics"][0]["scopeMetrics"][0]["metrics"];
+        let steps = list
+            .as_array()
+            .and_then(|all| all.iter().find(|m| m["name"] == "rebuno.steps"))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(steps["sum"]["isMonotonic"], true);
+        assert_eq!(steps["sum"]["dataPoints"][0]["asInt"], 1);
+        assert_eq!(steps["sum"]["dataPoints"][0]["startTimeUnixNano"], "1");
+    }
+}
