@@ -36,9 +36,21 @@
 //! A re-delivery replays: its step spans carry the same `step_id` as the first delivery's,
 //! with `replayed = true`.
 //!
+//! # `rebuno.create` ([`CREATE`])
+//!
+//! One per [`CreateExecution::send`](crate::client::CreateExecution::send), in the caller's
+//! process (a subagent's creation is inside its parent's step span).
+//!
+//! | field | set | value |
+//! |---|---|---|
+//! | `agent_id` | at start | the agent the execution is for |
+//! | `traceparent` | at start, when given | the caller's W3C trace context ([`CreateExecution::traceparent`](crate::client::CreateExecution::traceparent)) |
+//! | `execution_id` | when created | the new execution |
+//!
 //! # Trace context on the provider's side
 //!
-//! A live durable LLM call carries a W3C `traceparent` (unless the request has one already):
+//! A live durable LLM call, a subagent's creation and an MCP tool call (in its `_meta`) carry a
+//! W3C `traceparent` (an LLM request keeps one it has already):
 //! the trace id is the execution id (a UUID is 128 bits) and the parent span id is the first
 //! 8 bytes of the step id ([`traceparent`]). Every dispatch of an execution, on any host, so
 //! names the same trace, and a provider or gateway that traces joins it without the kernel
@@ -53,6 +65,9 @@ pub const DISPATCH: &str = "rebuno.dispatch";
 
 /// The name of a durable call's span.
 pub const STEP: &str = "rebuno.step";
+
+/// The name of an execution creation's span.
+pub const CREATE: &str = "rebuno.create";
 
 /// The W3C `traceparent` of a step: `00-<execution id as 32 hex>-<first 16 hex of the step
 /// id>-01`. `None` when the execution id is not a UUID or the step id is not hex.
@@ -78,6 +93,22 @@ pub fn traceparent(execution_id: &str, step_id: &str) -> Option<String> {
             && text.bytes().any(|b| b != b'0')
     };
     (hex(&trace, 32) && hex(span, 16)).then(|| format!("00-{trace}-{span}-01"))
+}
+
+/// Whether `value` is a W3C `traceparent` this SDK can use: version `00`, a non-zero 32-hex
+/// trace id and 16-hex parent id, and 2-hex flags, all lowercase.
+pub(crate) fn is_traceparent(value: &str) -> bool {
+    let parts: Vec<&str> = value.split('-').collect();
+    let hex = |text: &str, len: usize| {
+        text.len() == len
+            && text
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    let non_zero = |text: &str| text.bytes().any(|b| b != b'0');
+    matches!(parts.as_slice(), [version, trace, parent, flags]
+        if *version == "00" && hex(trace, 32) && non_zero(trace)
+            && hex(parent, 16) && non_zero(parent) && hex(flags, 2))
 }
 
 /// The `outcome` of a step that ended with `error`.

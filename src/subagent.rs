@@ -90,6 +90,9 @@ impl Subagent {
             .create(&self.agent_id)
             .input(input)
             .spawned_by(context.id(), &step.id);
+        if let Some(traceparent) = crate::spans::traceparent(context.id(), &step.id) {
+            create = create.traceparent(traceparent);
+        }
         if let Some(session) = self.session {
             create = create.session(session);
         }

@@ -294,6 +294,29 @@ impl Client {
         )
     }
 
+    /// [`write`](Self::write) with a `traceparent` header.
+    pub(crate) async fn write_traced<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &impl Serialize,
+        traceparent: Option<&str>,
+    ) -> Result<T> {
+        let body = Some(encode(body)?);
+        let traceparent = traceparent.and_then(|t| http::HeaderValue::from_str(t).ok());
+        let response = self
+            .inner
+            .exchange
+            .send(Replayable::Yes, || {
+                let mut request = self.build(Method::POST, path, body.clone())?;
+                if let Some(value) = &traceparent {
+                    request.headers_mut().insert("traceparent", value.clone());
+                }
+                Ok(request)
+            })
+            .await?;
+        decode(response.body())
+    }
+
     pub(super) async fn send(
         &self,
         method: Method,

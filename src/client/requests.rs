@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 use serde_json::{Value, json};
+use tracing::Instrument as _;
 
 use super::Client;
 use crate::error::Result;
@@ -24,6 +25,8 @@ pub struct CreateExecution {
     spawned_by: Option<SpawnedBy>,
     #[serde(skip_serializing_if = "Option::is_none")]
     on_behalf_of: Option<String>,
+    #[serde(skip)]
+    traceparent: Option<String>,
 }
 
 impl CreateExecution {
@@ -36,6 +39,7 @@ impl CreateExecution {
             idempotency_key: None,
             spawned_by: None,
             on_behalf_of: None,
+            traceparent: None,
         }
     }
 
@@ -76,13 +80,37 @@ impl CreateExecution {
         self
     }
 
-    /// Creates the execution.
+    /// The caller's W3C trace context (the `traceparent` of the request being served, say):
+    /// sent as the create request's `traceparent` header, and, with feature
+    /// `opentelemetry`, a link from the execution's trace back to it. A value that is not a
+    /// W3C `traceparent` is ignored.
+    pub fn traceparent(mut self, traceparent: impl Into<String>) -> Self {
+        let value = traceparent.into();
+        self.traceparent = crate::spans::is_traceparent(&value).then_some(value);
+        self
+    }
+
+    /// Creates the execution, inside a [`rebuno.create`](crate::spans::CREATE) span.
     ///
     /// # Errors
     ///
     /// `not_found` for an unknown agent, `validation_error`, `conflict`; network errors.
     pub async fn send(self) -> Result<Execution> {
-        self.client.write("/v0/executions", &self).await
+        let span = tracing::info_span!(
+            "rebuno.create",
+            agent_id = self.agent_id.as_str(),
+            traceparent = self.traceparent.as_deref(),
+            execution_id = tracing::field::Empty,
+        );
+        let created: Result<Execution> = self
+            .client
+            .write_traced("/v0/executions", &self, self.traceparent.as_deref())
+            .instrument(span.clone())
+            .await;
+        if let Ok(execution) = &created {
+            span.record("execution_id", execution.id.as_str());
+        }
+        created
     }
 }
 

@@ -37,7 +37,7 @@ compile_error!(
 
 use std::time::Duration;
 
-use rmcp::model::CallToolRequestParams;
+use rmcp::model::{CallToolRequestParams, RequestParamsMeta as _};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::IntoTransport;
 use rmcp::{Peer, ServiceExt};
@@ -140,8 +140,14 @@ impl McpCall for RmcpCall {
     ) -> BoxFuture<'static, std::result::Result<Value, BoxError>> {
         let peer = self.peer.clone();
         let timeout = self.timeout;
+        let traceparent = crate::context::current_step()
+            .and_then(|(context, step)| crate::spans::traceparent(context.id(), &step.id));
         Box::pin(async move {
-            let params = CallToolRequestParams::new(name.clone()).with_arguments(arguments);
+            let mut params = CallToolRequestParams::new(name.clone()).with_arguments(arguments);
+            if let Some(traceparent) = &traceparent {
+                // SEP-414: the call's trace context in `_meta`, over stdio and HTTP alike.
+                params.set_traceparent(traceparent);
+            }
             let call = peer.call_tool(params);
             let result = match timeout {
                 Some(limit) => tokio::time::timeout(limit, call)

@@ -32,6 +32,7 @@ mod session;
 mod sizes;
 mod spans;
 mod subagent;
+mod telemetry;
 mod tools;
 mod transport_hyper;
 mod webhook;

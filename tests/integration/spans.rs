@@ -277,3 +277,54 @@ async fn every_span_and_field_of_the_contract_over_a_crash_and_a_replay() {
     );
     assert_eq!(stub.traceparents(), [Some(expected)]);
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_creation_span_names_the_agent_the_callers_context_and_the_new_execution() {
+    let capture = Capture::default();
+    let _default =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(capture.clone()));
+    let kernel = DevKernel::start().await.unwrap();
+    let served = kernel
+        .serve(
+            Agent::builder("echo")
+                .handler(|v: serde_json::Value| async move { Ok::<_, HandlerError>(v) }),
+        )
+        .await
+        .unwrap();
+    let client = rebuno::client::Client::builder()
+        .base_url(kernel.url())
+        .build()
+        .unwrap();
+    let caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let with = client
+        .create("echo")
+        .traceparent(caller)
+        .send()
+        .await
+        .unwrap();
+    // A value that is not a W3C traceparent is dropped, not sent.
+    let without = client
+        .create("echo")
+        .traceparent("not-a-traceparent")
+        .send()
+        .await
+        .unwrap();
+    served.shutdown().await;
+    kernel.shutdown().await;
+
+    let spans = capture.0.lock().unwrap().clone();
+    let creations: Vec<&Closed> = spans
+        .iter()
+        .filter(|s| s.name == rebuno::spans::CREATE)
+        .collect();
+    assert_eq!(creations.len(), 2, "{spans:#?}");
+    assert_eq!(
+        keys(creations[0]),
+        ["agent_id", "execution_id", "traceparent"]
+    );
+    assert_eq!(creations[0].fields["traceparent"], caller);
+    assert_eq!(creations[0].fields["execution_id"], with.id);
+    assert_eq!(keys(creations[1]), ["agent_id", "execution_id"]);
+    assert_eq!(creations[1].fields["execution_id"], without.id);
+    assert_eq!(creations[1].fields["agent_id"], "echo");
+}

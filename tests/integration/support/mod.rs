@@ -12,6 +12,8 @@
 pub mod host;
 pub mod llm_stub;
 pub mod notebook;
+pub mod otlp;
+pub mod venv;
 
 pub use host::serve_as_host;
 

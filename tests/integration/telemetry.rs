@@ -1,0 +1,348 @@
+//! OpenTelemetry export (feature `opentelemetry`) into a real collector on loopback
+//! (support::otlp): an execution cut off and re-delivered is one trace whose live steps each
+//! appear once, replays left out unless asked for; creations join the execution's trace.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use bytes::Bytes;
+use rebuno::client::Client;
+use rebuno::telemetry::Telemetry;
+use rebuno::{Agent, HandlerError, define_tool, step, subagent};
+use rebuno_devkernel::{DevKernel, NewExecution, StepStatus};
+use serde_json::{Value, json};
+use tracing_subscriber::layer::SubscriberExt;
+
+use crate::support::llm_stub::LlmStub;
+use crate::support::otlp::{Receiver, attribute};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn hex_id(id: &uuid::Uuid) -> String {
+    id.simple().to_string()
+}
+
+fn of_service<'a>(spans: &'a [Value], service: &str) -> Vec<&'a Value> {
+    spans.iter().filter(|s| s["service"] == service).collect()
+}
+
+fn named<'a>(spans: &[&'a Value], contract: &str) -> Vec<&'a Value> {
+    spans
+        .iter()
+        .copied()
+        .filter(|s| attribute(s, "rebuno.span") == contract)
+        .collect()
+}
+
+/// An OTLP integer, which proto3 JSON writes as a number or a string.
+fn int(value: &Value) -> i64 {
+    value
+        .as_i64()
+        .or_else(|| value.as_str().and_then(|s| s.parse().ok()))
+        .unwrap_or(-1)
+}
+
+/// A handler with a live tool call (with a span of the user's inside), a local step and an
+/// LLM call, cut off after them on its first delivery.
+fn traced_agent() -> rebuno::AgentBuilder {
+    let search = define_tool("search").execute(|q: String| async move {
+        let _inside = tracing::info_span!("lookup", query = q.as_str()).entered();
+        Ok::<_, HandlerError>(q)
+    });
+    Agent::builder("traced").handler(move |url: String| {
+        let search = search.clone();
+        async move {
+            search.call("logs".to_owned()).await?;
+            let composed = step("compose", || async { Ok::<_, HandlerError>(1) }).await?;
+            let body =
+                json!({ "model": "gpt-test", "messages": [{ "role": "user", "content": "hi" }] });
+            let request = http::Request::post(url)
+                .header("content-type", "application/json")
+                .body(Bytes::from(body.to_string()))?;
+            let answered = rebuno::llm::fetch(request).await?.status().as_u16();
+            if rebuno::execution()?.dispatch_attempt() == 1 {
+                std::future::pending::<()>().await; // the first delivery is cut off here
+            }
+            Ok::<_, HandlerError>(json!([composed, answered]))
+        }
+    })
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_redelivered_execution_is_one_trace_with_each_live_step_once() {
+    let receiver = Receiver::start();
+    let plain = Telemetry::otlp(receiver.endpoint())
+        .service_name("plain")
+        .build()
+        .unwrap();
+    let with_replays = Telemetry::otlp(receiver.endpoint())
+        .service_name("with-replays")
+        .export_replayed(true)
+        .build()
+        .unwrap();
+    let _default = tracing::subscriber::set_default(
+        tracing_subscriber::registry()
+            .with(plain.layer())
+            .with(with_replays.layer()),
+    );
+    let stub = LlmStub::start().await;
+    let kernel = DevKernel::start().await.unwrap();
+    let served = kernel.serve(traced_agent()).await.unwrap();
+    let created = kernel
+        .create_execution(NewExecution::new("traced", json!(stub.chat_url())))
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    while kernel
+        .steps(created.id)
+        .iter()
+        .filter(|s| s.status == StepStatus::Succeeded)
+        .count()
+        < 3
+    {
+        assert!(
+            started.elapsed() < WAIT,
+            "the first delivery's steps never all succeeded: {:#?}",
+            kernel.steps(created.id)
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    kernel.redeliver(created.id).unwrap();
+    let done = kernel.wait_terminal(created.id, WAIT).await.unwrap();
+    assert_eq!(done.output, Some(json!([1, 200])));
+    // No flush by hand: each run exported its spans as its last act.
+    receiver
+        .wait_for_spans(WAIT, |spans| {
+            let dispatches = |service| named(&of_service(spans, service), "rebuno.dispatch").len();
+            dispatches("plain") == 2 && dispatches("with-replays") == 2
+        })
+        .await;
+    served.shutdown().await;
+
+    let spans = receiver.spans();
+    let trace = hex_id(&created.id);
+    let plain_spans = of_service(&spans, "plain");
+    assert!(
+        plain_spans.iter().all(|s| s["traceId"] == trace.as_str()),
+        "one trace, named by the execution id: {plain_spans:#?}"
+    );
+    let ids: HashSet<&str> = plain_spans
+        .iter()
+        .map(|s| s["spanId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), plain_spans.len(), "span ids are unique");
+
+    let dispatches = named(&plain_spans, "rebuno.dispatch");
+    let delivery = |attempt: i64| {
+        *dispatches
+            .iter()
+            .find(|d| int(&attribute(d, "rebuno.attempt")) == attempt)
+            .unwrap_or_else(|| panic!("no attempt {attempt}: {dispatches:#?}"))
+    };
+    let (first, second) = (delivery(1), delivery(2));
+    for dispatch in [first, second] {
+        assert_eq!(dispatch["name"], "dispatch traced");
+        assert_eq!(dispatch["kind"], "SPAN_KIND_SERVER");
+        assert!(dispatch.get("parentSpanId").is_none(), "{dispatch:#?}");
+    }
+    assert_eq!(attribute(first, "rebuno.stop"), "superseded");
+    assert_eq!(attribute(second, "rebuno.outcome"), "completed");
+
+    // Each live step once, under the delivery that ran it; the replays are not there.
+    let steps = named(&plain_spans, "rebuno.step");
+    let names: Vec<&str> = steps.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(steps.len(), 3, "{names:?}");
+    let recorded = kernel.steps(created.id);
+    let step_id = |target: &str| {
+        recorded
+            .iter()
+            .find(|s| s.target == target)
+            .map(|s| s.step_id.clone())
+            .unwrap_or_else(|| panic!("the kernel recorded no {target}"))
+    };
+    for (name, step_id) in [
+        ("tool_call search", step_id("search")),
+        ("local compose", step_id("compose")),
+        ("llm_call gpt-test", step_id("gpt-test")),
+    ] {
+        let span = steps
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("no {name}: {names:?}"));
+        assert_eq!(span["parentSpanId"], first["spanId"], "{span:#?}");
+        assert_eq!(span["spanId"].as_str(), step_id.get(..16), "{span:#?}");
+        assert_eq!(attribute(span, "rebuno.replayed"), false);
+        assert_eq!(attribute(span, "rebuno.outcome"), "succeeded");
+    }
+    let llm = steps
+        .iter()
+        .find(|s| s["name"] == "llm_call gpt-test")
+        .unwrap();
+    assert_eq!(llm["kind"], "SPAN_KIND_CLIENT");
+    assert_eq!(
+        stub.traceparents()[0].as_deref(),
+        Some(format!("00-{trace}-{}-01", llm["spanId"].as_str().unwrap()).as_str()),
+        "the provider's span is the step's child"
+    );
+    let search = steps
+        .iter()
+        .find(|s| s["name"] == "tool_call search")
+        .unwrap();
+    let lookup = plain_spans
+        .iter()
+        .find(|s| s["name"] == "lookup")
+        .expect("the user's span inside the tool body");
+    assert_eq!(lookup["parentSpanId"], search["spanId"]);
+    assert_eq!(attribute(lookup, "query"), "logs");
+
+    // Asked for, the replays come with the first run's span ids, under the second delivery.
+    let replaying = of_service(&spans, "with-replays");
+    let replayed: Vec<&Value> = named(&replaying, "rebuno.step")
+        .into_iter()
+        .filter(|s| attribute(s, "rebuno.replayed") == true)
+        .collect();
+    assert_eq!(replayed.len(), 3, "{replaying:#?}");
+    let second_id = replaying
+        .iter()
+        .find(|s| s["spanId"] == second["spanId"])
+        .map(|s| s["spanId"].clone())
+        .unwrap();
+    for span in &replayed {
+        assert_eq!(span["parentSpanId"], second_id);
+        let live = steps.iter().find(|s| s["name"] == span["name"]).unwrap();
+        assert_eq!(span["spanId"], live["spanId"]);
+    }
+
+    // Metrics: cumulative, so the last export of a name holds the totals. They follow the
+    // spans of the same flush, so they may still be on their way.
+    let steps_by_replay = |metrics: &[Value]| {
+        let last = metrics
+            .iter()
+            .rev()
+            .find(|m| m["name"] == "rebuno.steps" && m["service"] == "plain")?;
+        let mut by_replay = (0, 0);
+        for point in last["sum"]["dataPoints"].as_array()? {
+            let count = int(&point["asInt"]);
+            if attribute(point, "rebuno.replayed") == "true" {
+                by_replay.1 += count;
+            } else {
+                by_replay.0 += count;
+            }
+        }
+        Some(by_replay)
+    };
+    let started = std::time::Instant::now();
+    while steps_by_replay(&receiver.metrics()) != Some((3, 3)) {
+        assert!(
+            started.elapsed() < WAIT,
+            "3 live and 3 replayed steps never counted: {:#?}",
+            receiver.metrics()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let metrics = receiver.metrics();
+    let last = |name: &str| {
+        metrics
+            .iter()
+            .rev()
+            .find(|m| m["name"] == name && m["service"] == "plain")
+            .unwrap_or_else(|| panic!("no {name} metric"))
+            .clone()
+    };
+    let runs = last("rebuno.runs.in_flight");
+    assert_eq!(int(&runs["sum"]["dataPoints"][0]["asInt"]), 0);
+    // Acknowledgements are counted per process, not per subscriber: other tests' count too.
+    let acks = last("rebuno.ack.duration");
+    assert!(
+        int(&acks["histogram"]["dataPoints"][0]["count"]) >= 2,
+        "{acks:#?}"
+    );
+    kernel.shutdown().await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_creation_joins_the_executions_trace_linked_to_its_caller() {
+    let receiver = Receiver::start();
+    let telemetry = Telemetry::otlp(receiver.endpoint())
+        .service_name("creator")
+        .metrics(false)
+        .build()
+        .unwrap();
+    let _default =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(telemetry.layer()));
+    let kernel = DevKernel::start().await.unwrap();
+    let researcher = Agent::builder("researcher").handler(|topic: String| async move {
+        Ok::<_, HandlerError>(format!("all about {topic}"))
+    });
+    let research = define_tool("research").execute(|topic: String| async move {
+        Ok::<String, HandlerError>(subagent("researcher", &topic).await?)
+    });
+    let lead = Agent::builder("lead").handler(move |topic: String| {
+        let research = research.clone();
+        async move { Ok::<_, HandlerError>(research.call(topic).await?) }
+    });
+    let child = kernel.serve(researcher).await.unwrap();
+    let parent = kernel.serve(lead).await.unwrap();
+    let client = Client::builder().base_url(kernel.url()).build().unwrap();
+    let caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let execution = client
+        .create("lead")
+        .input(json!("rust"))
+        .traceparent(caller)
+        .send()
+        .await
+        .unwrap();
+    let done = client.wait(&execution.id, WAIT).await.unwrap();
+    assert_eq!(done.output, Some(json!("all about rust")));
+    telemetry.flush().await.unwrap();
+    let lead_trace = execution.id.replace('-', "");
+    receiver
+        .wait_for_spans(WAIT, |spans| {
+            spans
+                .iter()
+                .filter(|s| s["name"] == "create researcher")
+                .count()
+                == 1
+                && spans.iter().filter(|s| s["name"] == "create lead").count() == 1
+                && spans
+                    .iter()
+                    .filter(|s| s["name"] == "dispatch researcher")
+                    .count()
+                    == 1
+        })
+        .await;
+    child.shutdown().await;
+    parent.shutdown().await;
+    kernel.shutdown().await;
+
+    let spans = receiver.spans();
+    let find = |name: &str| spans.iter().find(|s| s["name"] == name).unwrap();
+    // The client's creation: in the execution's trace, linked to the caller's context.
+    let created = find("create lead");
+    assert_eq!(created["traceId"], lead_trace.as_str());
+    assert_eq!(created["kind"], "SPAN_KIND_CLIENT");
+    assert_eq!(
+        created["links"],
+        json!([{ "traceId": "4bf92f3577b34da6a3ce929d0e0e4736", "spanId": "00f067aa0ba902b7" }])
+    );
+    // The subagent's creation: in the child's trace, linked to the parent's tool step.
+    let child_create = find("create researcher");
+    let child_run = find("dispatch researcher");
+    assert_eq!(child_create["traceId"], child_run["traceId"]);
+    assert_ne!(child_run["traceId"], lead_trace.as_str());
+    let tool = spans
+        .iter()
+        .find(|s| {
+            s["name"] == "tool_call research" && attribute(s, "rebuno.outcome") == "succeeded"
+        })
+        .or_else(|| spans.iter().find(|s| s["name"] == "tool_call research"))
+        .unwrap();
+    assert_eq!(tool["traceId"], lead_trace.as_str());
+    let links = child_create["links"].as_array().unwrap();
+    assert!(
+        links
+            .iter()
+            .any(|l| l["traceId"] == tool["traceId"] && l["spanId"] == tool["spanId"]),
+        "linked to the parent's step: {child_create:#?}\n{tool:#?}"
+    );
+}
