@@ -28,6 +28,7 @@ pub struct TelemetryBuilder {
     timeout: Duration,
     export_replayed: bool,
     metrics: bool,
+    level: tracing::Level,
     max_buffered: usize,
 }
 
@@ -54,6 +55,7 @@ impl TelemetryBuilder {
             timeout: Duration::from_secs(3),
             export_replayed: false,
             metrics: true,
+            level: tracing::Level::INFO,
             max_buffered: 4096,
         }
     }
@@ -94,6 +96,13 @@ impl TelemetryBuilder {
     /// Exports replayed step spans too (default `false`).
     pub fn export_replayed(mut self, export: bool) -> Self {
         self.export_replayed = export;
+        self
+    }
+
+    /// The most verbose spans and events exported (default `INFO`: the SDK's spans, and
+    /// yours at `INFO` and above; `DEBUG` adds the HTTP clients' connection chatter).
+    pub fn level(mut self, level: tracing::Level) -> Self {
+        self.level = level;
         self
     }
 
@@ -158,6 +167,7 @@ impl TelemetryBuilder {
             timeout: self.timeout,
             resource,
             export_replayed: self.export_replayed,
+            level: self.level,
             max_buffered: self.max_buffered,
             pending: Mutex::new(VecDeque::new()),
             metrics: Mutex::new(Metrics::new(start)),

@@ -206,17 +206,19 @@ fn link_of(traceparent: &str) -> Option<SpanLink> {
         .then_some(link)
 }
 
-/// The tracked ancestor's trace and span id, and this child's ordinal under it.
+/// The nearest tracked ancestor's trace and span id, and this child's ordinal under it (spans
+/// in between, below the exporter's level, are skipped over).
 fn adopt<S>(parent: Option<SpanRef<'_, S>>, key: usize) -> Option<(TraceId, SpanId, u32)>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
-    let parent = parent?;
-    let mut extensions = parent.extensions_mut();
-    let tracked = extensions.get_mut::<Tracks>()?.get_mut(key)?;
-    let ordinal = tracked.children;
-    tracked.children += 1;
-    Some((tracked.trace, tracked.span_id(), ordinal))
+    parent?.scope().find_map(|ancestor| {
+        let mut extensions = ancestor.extensions_mut();
+        let tracked = extensions.get_mut::<Tracks>()?.get_mut(key)?;
+        let ordinal = tracked.children;
+        tracked.children += 1;
+        Some((tracked.trace, tracked.span_id(), ordinal))
+    })
 }
 
 impl<S> Layer<S> for TelemetryLayer
@@ -224,6 +226,9 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        if *attrs.metadata().level() > self.shared.level {
+            return;
+        }
         let Some(span) = ctx.span(id) else { return };
         let name = span.name();
         let role = role_of(name);
@@ -315,36 +320,23 @@ where
     }
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        if *event.metadata().level() > self.shared.level {
+            return;
+        }
         let Some(span) = ctx.event_span(event) else {
             return;
         };
-        let mut extensions = span.extensions_mut();
-        let Some(tracked) = extensions
-            .get_mut::<Tracks>()
-            .and_then(|t| t.get_mut(self.key()))
-        else {
-            return;
-        };
-        if tracked.events.len() >= MAX_EVENTS {
-            return;
+        // The nearest tracked span (the event's own may be below the level, or untracked).
+        for ancestor in span.scope() {
+            let mut extensions = ancestor.extensions_mut();
+            if let Some(tracked) = extensions
+                .get_mut::<Tracks>()
+                .and_then(|t| t.get_mut(self.key()))
+            {
+                record_event(tracked, event);
+                return;
+            }
         }
-        let mut attributes = vec![(
-            "level".to_owned(),
-            Value::Text(event.metadata().level().to_string()),
-        )];
-        let mut fields = Fields {
-            list: &mut attributes,
-            message: None,
-        };
-        event.record(&mut fields);
-        let name = fields
-            .message
-            .unwrap_or_else(|| event.metadata().name().to_owned());
-        tracked.events.push(SpanEvent {
-            unix_nanos: unix_nanos_now(),
-            name,
-            attributes,
-        });
     }
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
@@ -411,6 +403,30 @@ impl TelemetryLayer {
             links: tracked.links,
         })
     }
+}
+
+/// Keeps `event` as one of `tracked`'s span events (up to [`MAX_EVENTS`]).
+fn record_event(tracked: &mut Tracked, event: &Event<'_>) {
+    if tracked.events.len() >= MAX_EVENTS {
+        return;
+    }
+    let mut attributes = vec![(
+        "level".to_owned(),
+        Value::Text(event.metadata().level().to_string()),
+    )];
+    let mut fields = Fields {
+        list: &mut attributes,
+        message: None,
+    };
+    event.record(&mut fields);
+    let name = fields
+        .message
+        .unwrap_or_else(|| event.metadata().name().to_owned());
+    tracked.events.push(SpanEvent {
+        unix_nanos: unix_nanos_now(),
+        name,
+        attributes,
+    });
 }
 
 /// `tool_call send_email`, `dispatch triage`, `create triage`; other spans keep their name.

@@ -60,6 +60,9 @@
 //! | any span inside those | its name | internal | its fields as they are |
 //!
 //! `tracing` events inside an exported span become its span events (at most 32 per span).
+//! Spans and events more verbose than [`level`](TelemetryBuilder::level) (default `INFO`) are
+//! left out, whatever the subscriber's other layers let through: HTTP clients log every pooled
+//! connection at `DEBUG`/`TRACE`.
 //!
 //! # Metrics
 //!
@@ -113,6 +116,8 @@ pub(crate) struct Shared {
     timeout: Duration,
     resource: Vec<Attribute>,
     export_replayed: bool,
+    /// The most verbose level of span and event exported.
+    level: tracing::Level,
     max_buffered: usize,
     pending: Mutex<VecDeque<FinishedSpan>>,
     metrics: Mutex<Metrics>,

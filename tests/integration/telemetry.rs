@@ -346,3 +346,61 @@ async fn a_creation_joins_the_executions_trace_linked_to_its_caller() {
         "linked to the parent's step: {child_create:#?}\n{tool:#?}"
     );
 }
+
+/// rebuno-hyper's graceful shutdown drains the runs in flight, and each run exports its spans
+/// before its task ends: when `serve` returns (and a process would exit), they are sent.
+#[tokio::test(flavor = "current_thread")]
+async fn a_run_drained_at_shutdown_is_exported_before_serve_returns() {
+    use crate::support::{SECRET, agent, serve};
+    let receiver = Receiver::start();
+    let telemetry = Telemetry::otlp(receiver.endpoint())
+        .service_name("draining")
+        .metrics(false)
+        .build()
+        .unwrap();
+    let _default =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(telemetry.layer()));
+    let kernel = DevKernel::start().await.unwrap();
+    let slow = agent(&kernel, "slow")
+        .handler(|ms: u64| async move {
+            step("wait", || async move {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                Ok::<_, HandlerError>(ms)
+            })
+            .await
+        })
+        .build()
+        .unwrap();
+    let served = serve(slow).await;
+    kernel
+        .register_agent(rebuno_devkernel::AgentSpec::new(
+            "slow",
+            served.webhook_url(),
+            SECRET,
+        ))
+        .unwrap();
+    let created = kernel
+        .create_execution(NewExecution::new("slow", json!(500)))
+        .await
+        .unwrap();
+    kernel
+        .wait_for_event(created.id, rebuno_devkernel::EventKind::StepAllowed, WAIT)
+        .await
+        .unwrap();
+    assert!(telemetry.buffered_spans() == 0 && receiver.spans().is_empty());
+    served.shutdown().await; // the step still has ~500 ms to go
+    assert_eq!(
+        telemetry.buffered_spans(),
+        0,
+        "nothing left for a later flush"
+    );
+    receiver
+        .wait_for_spans(Duration::from_secs(10), |spans| {
+            spans.iter().any(|s| s["name"] == "local wait")
+                && spans.iter().any(|s| s["name"] == "dispatch slow")
+        })
+        .await;
+    let done = kernel.execution(created.id).unwrap();
+    assert_eq!(done.output, Some(json!(500)));
+    kernel.shutdown().await;
+}

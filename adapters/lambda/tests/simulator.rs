@@ -38,10 +38,20 @@ fn function_process() {
     else {
         return;
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
+    // The log filter is the console's own, so it cannot hide the SDK's spans from the
+    // exporter (set when the test passes OTEL_EXPORTER_OTLP_ENDPOINT).
+    let telemetry = rebuno::telemetry::Telemetry::from_env().expect("OTEL_* variables parse");
+    {
+        use tracing_subscriber::prelude::*;
+        tracing_subscriber::registry()
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(std::io::stderr)
+                    .with_filter(tracing_subscriber::EnvFilter::from_default_env()),
+            )
+            .with(telemetry.as_ref().map(rebuno::telemetry::Telemetry::layer))
+            .init();
+    }
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -771,5 +781,115 @@ async fn the_example_records_a_streamed_llm_answer_whole_and_replays_it() {
     let markers = Markers::new("llm-sse");
     let stack = Stack::start_scenario(Scenario::Example, &markers, |spec| spec).await;
     the_example_makes_one_durable_llm_call(&stack, Scenario::Example.agent_id(), true).await;
+    stack.stop().await;
+}
+
+/// The run exports its trace inside the held invocation, before the sandbox freezes, and within
+/// the invocation's deadline: a first invocation cut by its deadline still delivers its spans,
+/// with nothing after it to thaw the sandbox; the re-delivery's spans join the same trace, and
+/// the replayed step is left out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_invocation_exports_its_trace_before_the_sandbox_freezes() {
+    use support::otlp::{Receiver, attribute};
+    show_logs();
+    let receiver = Receiver::start();
+    let markers = Markers::new("traced");
+    let kernel = DevKernel::start().await.expect("dev kernel starts");
+    let env = [
+        (
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            receiver.endpoint().to_owned(),
+        ),
+        ("OTEL_SERVICE_NAME", "lambda-simulated".to_owned()),
+    ];
+    let function =
+        Function::start_scenario_with_env(Scenario::Stopwatch, &kernel.url(), markers.dir(), &env)
+            .await;
+    let agent_id = Scenario::Stopwatch.agent_id();
+    let stack = Stack::connect(kernel, function, agent_id).await;
+    stack.function.lambda.time_out_next(SHORT_TIMEOUT);
+    let (execution, first) = stack.dispatch_to(agent_id, json!({})).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert!(stack.function.frozen(FUNCTION_TIMEOUT).await);
+    let frozen_after = first.received.elapsed();
+    assert!(frozen_after < SHORT_TIMEOUT, "frozen {frozen_after:?} in");
+    // Frozen: only what was exported before the freeze can arrive now.
+    let trace = execution.id.simple().to_string();
+    let step_span = |target: &str| {
+        stack
+            .kernel
+            .steps(execution.id)
+            .into_iter()
+            .find(|s| s.target == target)
+            .map(|s| s.step_id[..16].to_owned())
+    };
+    let fetch = step_span("fetch").expect("fetch recorded");
+    receiver
+        .wait_for_spans(Duration::from_secs(10), |spans| {
+            spans.iter().any(|s| s["name"] == "local fetch")
+                && spans.iter().any(|s| s["name"] == "dispatch stopwatch")
+        })
+        .await;
+    let spans = receiver.spans();
+    let first_run = spans
+        .iter()
+        .find(|s| s["name"] == "dispatch stopwatch")
+        .unwrap();
+    assert_eq!(attribute(first_run, "rebuno.stop"), "deadline");
+    assert_eq!(first_run["traceId"], trace.as_str());
+    let fetched = spans.iter().find(|s| s["name"] == "local fetch").unwrap();
+    assert_eq!(fetched["spanId"], fetch.as_str());
+    assert_eq!(fetched["parentSpanId"], first_run["spanId"]);
+    assert_eq!(fetched["service"], "lambda-simulated");
+
+    stack.kernel.redeliver(execution.id).expect("re-delivered");
+    let done = stack
+        .kernel
+        .wait_terminal(execution.id, FUNCTION_TIMEOUT)
+        .await
+        .expect("the re-delivery finishes the run");
+    assert_eq!(done.status, ExecutionStatus::Completed);
+    assert!(stack.function.frozen(FUNCTION_TIMEOUT).await);
+    let store = step_span("store").expect("store recorded");
+    receiver
+        .wait_for_spans(Duration::from_secs(10), |spans| {
+            spans.iter().any(|s| {
+                s["name"] == "local store" && attribute(s, "rebuno.outcome") == "succeeded"
+            }) && spans
+                .iter()
+                .filter(|s| s["name"] == "dispatch stopwatch")
+                .count()
+                == 2
+        })
+        .await;
+    let spans = receiver.spans();
+    assert!(spans.iter().all(|s| s["traceId"] == trace.as_str()));
+    let second_run = spans
+        .iter()
+        .find(|s| s["name"] == "dispatch stopwatch" && s["spanId"] != first_run["spanId"])
+        .unwrap();
+    assert_eq!(attribute(second_run, "rebuno.outcome"), "completed");
+    // The first invocation's attempt at `store` stopped before it was submitted (the deadline
+    // was near): exported as such, with an id of its own.
+    let stopped = spans
+        .iter()
+        .find(|s| s["name"] == "local store" && attribute(s, "rebuno.outcome") == "stopped")
+        .unwrap();
+    assert_eq!(stopped["parentSpanId"], first_run["spanId"]);
+    let stored = spans
+        .iter()
+        .find(|s| s["name"] == "local store" && attribute(s, "rebuno.outcome") == "succeeded")
+        .unwrap();
+    assert_eq!(stored["spanId"], store.as_str());
+    assert_eq!(stored["parentSpanId"], second_run["spanId"]);
+    assert_eq!(
+        spans.iter().filter(|s| s["name"] == "local fetch").count(),
+        1,
+        "the replayed fetch is not exported: {spans:#?}"
+    );
+    println!(
+        "telemetry: first invocation frozen {frozen_after:?} after its webhook, spans exported \
+         before the freeze"
+    );
     stack.stop().await;
 }

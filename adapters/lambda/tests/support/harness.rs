@@ -57,10 +57,23 @@ impl Function {
     /// The function serving `scenario` with the internal extension, counting step bodies in
     /// `markers` (a directory from [`Markers`](super::markers::Markers)).
     pub async fn start_scenario(scenario: Scenario, kernel_url: &str, markers: &Path) -> Self {
-        let config = test_binary(Role::Extension, kernel_url)
+        Self::start_scenario_with_env(scenario, kernel_url, markers, &[]).await
+    }
+
+    /// The same with more environment variables (`OTEL_EXPORTER_OTLP_ENDPOINT`, say).
+    pub async fn start_scenario_with_env(
+        scenario: Scenario,
+        kernel_url: &str,
+        markers: &Path,
+        env: &[(&str, String)],
+    ) -> Self {
+        let mut config = test_binary(Role::Extension, kernel_url)
             .env(SCENARIO_ENV, scenario.as_str())
             .env("REBUNO_AGENT_ID", scenario.agent_id())
             .env(MARKERS_ENV, markers.to_string_lossy());
+        for (name, value) in env {
+            config = config.env(*name, value);
+        }
         Self::start_process(config, true).await
     }
 

@@ -16,6 +16,7 @@ pub mod harness;
 #[allow(clippy::disallowed_methods)] // its server task is a `tokio::spawn`
 pub mod llm_stub;
 pub mod markers;
+pub mod otlp;
 
 /// Tells the re-executed test binary which function to run (see `function_process`).
 pub const ROLE_ENV: &str = "REBUNO_LAMBDA_TEST_ROLE";
