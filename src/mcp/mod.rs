@@ -59,6 +59,8 @@ mod call;
 mod options;
 mod result;
 mod spec;
+#[cfg(feature = "mcp-http")]
+mod traced_http;
 mod wrap;
 
 #[cfg(feature = "mcp-rmcp")]

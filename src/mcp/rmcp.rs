@@ -267,6 +267,9 @@ impl McpClient {
     /// Connects to an MCP server over streamable HTTP at `url` (for example
     /// `http://127.0.0.1:8000/mcp`).
     ///
+    /// A tool call made inside a step sends the step's W3C `traceparent` both in its `_meta`
+    /// and as an HTTP header. Redirects: same-origin 307 and 308 only, as rmcp's own client.
+    ///
     /// ```no_run
     /// # async fn demo() -> rebuno::Result<()> {
     /// let client = rebuno::mcp::rmcp::McpClient::streamable_http("http://127.0.0.1:8000/mcp").await?;
@@ -275,12 +278,20 @@ impl McpClient {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::Network`] when the handshake fails.
+    /// [`ErrorKind::Network`] when the handshake fails; [`ErrorKind::Config`] when the HTTP
+    /// client cannot be built.
     #[cfg(feature = "mcp-http")]
     #[cfg_attr(docsrs, doc(cfg(feature = "mcp-http")))]
     pub async fn streamable_http(url: impl Into<String>) -> Result<Self> {
         let url: String = url.into();
-        let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url);
+        let client = super::traced_http::TracedHttpClient::new().map_err(|e| {
+            Error::new(ErrorKind::Config, "could not create the MCP HTTP client").with_source(e)
+        })?;
+        let config =
+            rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                url,
+            );
+        let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
         Self::connect(transport).await
     }
 

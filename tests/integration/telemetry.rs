@@ -404,3 +404,105 @@ async fn a_run_drained_at_shutdown_is_exported_before_serve_returns() {
     assert_eq!(done.output, Some(json!(500)));
     kernel.shutdown().await;
 }
+
+/// A streamable-HTTP MCP server that answers `initialize` and `tools/call` and records, per
+/// method, the `traceparent` header and `_meta.traceparent` it got.
+async fn recording_mcp_server() -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<(String, Option<String>, Option<String>)>>>,
+) {
+    use axum::http::HeaderMap;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let recorded = std::sync::Arc::clone(&seen);
+    let app = axum::Router::new().route(
+        "/mcp",
+        axum::routing::post(move |headers: HeaderMap, body: String| {
+            let recorded = std::sync::Arc::clone(&recorded);
+            async move {
+                let request: Value = serde_json::from_str(&body).unwrap();
+                let method = request["method"].as_str().unwrap_or_default().to_owned();
+                let header = headers
+                    .get("traceparent")
+                    .map(|v| v.to_str().unwrap().to_owned());
+                let meta = request["params"]["_meta"]["traceparent"]
+                    .as_str()
+                    .map(str::to_owned);
+                recorded
+                    .lock()
+                    .unwrap()
+                    .push((method.clone(), header, meta));
+                let result = match method.as_str() {
+                    "initialize" => json!({
+                        "protocolVersion": request["params"]["protocolVersion"],
+                        "capabilities": { "tools": {} },
+                        "serverInfo": { "name": "recorder", "version": "0" },
+                    }),
+                    "tools/list" => json!({ "tools": [{
+                        "name": "echo",
+                        "inputSchema": { "type": "object" },
+                    }]}),
+                    "tools/call" => json!({ "content": [{ "type": "text", "text": "echoed" }] }),
+                    _ => {
+                        return (
+                            axum::http::StatusCode::ACCEPTED,
+                            HeaderMap::new(),
+                            String::new(),
+                        );
+                    }
+                };
+                let mut reply = HeaderMap::new();
+                reply.insert("content-type", "application/json".parse().unwrap());
+                let body = json!({ "jsonrpc": "2.0", "id": request["id"], "result": result });
+                (axum::http::StatusCode::OK, reply, body.to_string())
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, seen)
+}
+
+/// An MCP tool call over streamable HTTP carries its step's `traceparent` twice: in `_meta`
+/// (SEP-414) for the server, and as the HTTP header for a gateway in between.
+#[tokio::test(flavor = "current_thread")]
+async fn an_mcp_call_over_http_carries_its_steps_traceparent() {
+    use rebuno::mcp::McpOptions;
+    use rebuno::mcp::rmcp::McpClient;
+    let (url, seen) = recording_mcp_server().await;
+    let client = McpClient::streamable_http(url).await.unwrap();
+    let tools = client.tools(&McpOptions::default()).await.unwrap();
+    let echo = tools.into_iter().find(|t| t.name() == "echo").unwrap();
+    let kernel = DevKernel::start().await.unwrap();
+    let served = kernel
+        .serve(Agent::builder("mcp-caller").handler(move |_: Value| {
+            let echo = echo.clone();
+            async move { Ok::<_, HandlerError>(echo.call(json!({ "text": "hi" })).await?) }
+        }))
+        .await
+        .unwrap();
+    let created = kernel
+        .create_execution(NewExecution::new("mcp-caller", json!(null)))
+        .await
+        .unwrap();
+    let done = kernel.wait_terminal(created.id, WAIT).await.unwrap();
+    assert!(done.output.is_some(), "{done:?}");
+    let step = kernel
+        .steps(created.id)
+        .into_iter()
+        .find(|s| s.target == "echo")
+        .unwrap();
+    let expected = format!("00-{}-{}-01", created.id.simple(), &step.step_id[..16]);
+    let seen = seen.lock().unwrap().clone();
+    let calls: Vec<_> = seen.iter().filter(|(m, _, _)| m == "tools/call").collect();
+    assert_eq!(calls.len(), 1, "{seen:?}");
+    assert_eq!(calls[0].1.as_deref(), Some(expected.as_str()), "the header");
+    assert_eq!(calls[0].2.as_deref(), Some(expected.as_str()), "_meta");
+    let initialize = seen.iter().find(|(m, _, _)| m == "initialize").unwrap();
+    assert_eq!(
+        initialize.1, None,
+        "only calls made inside a step carry one"
+    );
+    served.shutdown().await;
+    kernel.shutdown().await;
+}
