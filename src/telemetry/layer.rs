@@ -63,10 +63,7 @@ struct Tracked {
 
 impl Tracked {
     fn text(&self, name: &str) -> Option<&str> {
-        self.fields.iter().find_map(|(key, value)| match value {
-            Value::Text(text) if key == name => Some(text.as_str()),
-            _ => None,
-        })
+        text_field(&self.fields, name)
     }
 
     fn flag(&self, name: &str) -> bool {
@@ -194,6 +191,75 @@ fn role_of(name: &str) -> Option<Role> {
     }
 }
 
+/// Where a new span goes: its trace, parent and position, and its links.
+struct Place {
+    trace: TraceId,
+    parent: Option<SpanId>,
+    ordinal: u32,
+    links: Vec<SpanLink>,
+}
+
+fn text_field<'a>(fields: &'a [Attribute], name: &str) -> Option<&'a str> {
+    fields.iter().find_map(|(key, value)| match value {
+        Value::Text(text) if key == name => Some(text.as_str()),
+        _ => None,
+    })
+}
+
+fn int_field(fields: &[Attribute], name: &str) -> Option<i64> {
+    fields.iter().find_map(|(key, value)| match value {
+        Value::Int(int) if key == name => Some(*int),
+        _ => None,
+    })
+}
+
+/// The place of a new span, or `None` when it is not exported: neither one of the SDK's nor
+/// inside one.
+fn place(
+    role: Option<Role>,
+    adopted: Option<(TraceId, SpanId, u32)>,
+    fields: &[Attribute],
+) -> Option<Place> {
+    let root = |links| {
+        let trace = ids::trace_of_execution(text_field(fields, "execution_id")?);
+        Some(Place {
+            trace,
+            parent: None,
+            ordinal: 0,
+            links,
+        })
+    };
+    match (role, adopted) {
+        // A creation belongs to the new execution's trace (known when it closes), linked to
+        // where it was made.
+        (Some(Role::Create), adopted) => {
+            let mut links: Vec<SpanLink> = adopted
+                .map(|(trace, span, _)| SpanLink { trace, span })
+                .into_iter()
+                .collect();
+            let given = text_field(fields, "traceparent").and_then(link_of);
+            links.extend(given.filter(|link| !links.contains(link)));
+            Some(Place {
+                trace: [0; 16],
+                parent: None,
+                ordinal: 0,
+                links,
+            })
+        }
+        // Each delivery is a root of the execution's trace.
+        (Some(Role::Dispatch), _) => root(Vec::new()),
+        (_, Some((trace, parent, ordinal))) => Some(Place {
+            trace,
+            parent: Some(parent),
+            ordinal,
+            links: Vec::new(),
+        }),
+        // A step outside any delivery (a test driving a context by hand).
+        (Some(Role::Step), None) => root(Vec::new()),
+        _ => None,
+    }
+}
+
 /// The span a W3C `traceparent` names.
 fn link_of(traceparent: &str) -> Option<SpanLink> {
     let mut parts = traceparent.split('-');
@@ -238,62 +304,26 @@ where
             list: &mut fields,
             message: None,
         });
-        let execution = || {
-            fields.iter().find_map(|(key, value)| match value {
-                Value::Text(text) if key == "execution_id" => Some(ids::trace_of_execution(text)),
-                _ => None,
-            })
-        };
-        let (trace, parent, ordinal, links) = match (role, adopted) {
-            // A creation belongs to the new execution's trace, linked to where it was made.
-            (Some(Role::Create), adopted) => {
-                let mut links: Vec<SpanLink> = adopted
-                    .map(|(trace, span, _)| SpanLink { trace, span })
-                    .into_iter()
-                    .collect();
-                let given = fields.iter().find_map(|(key, value)| match value {
-                    Value::Text(text) if key == "traceparent" => link_of(text),
-                    _ => None,
-                });
-                links.extend(given.filter(|link| !links.contains(link)));
-                ([0; 16], None, 0, links)
-            }
-            // Each delivery is a root of the execution's trace.
-            (Some(Role::Dispatch), _) => match execution() {
-                Some(trace) => (trace, None, 0, Vec::new()),
-                None => return,
-            },
-            (_, Some((trace, parent, ordinal))) => (trace, Some(parent), ordinal, Vec::new()),
-            // A step outside any dispatch (a test driving a context by hand).
-            (Some(Role::Step), None) => match execution() {
-                Some(trace) => (trace, None, 0, Vec::new()),
-                None => return,
-            },
-            _ => return,
+        let Some(place) = place(role, adopted, &fields) else {
+            return;
         };
         let span_id = (role == Some(Role::Dispatch)).then(|| {
-            let dispatch = fields.iter().find_map(|(key, value)| match value {
-                Value::Text(text) if key == "dispatch_id" => Some(text.as_str()),
-                _ => None,
-            });
-            let attempt = fields.iter().find_map(|(key, value)| match value {
-                Value::Int(int) if key == "attempt" => u64::try_from(*int).ok(),
-                _ => None,
-            });
-            ids::span_of_dispatch(dispatch.unwrap_or_default(), attempt.unwrap_or_default())
+            let attempt = int_field(&fields, "attempt").and_then(|a| u64::try_from(a).ok());
+            let dispatch = text_field(&fields, "dispatch_id").unwrap_or_default();
+            ids::span_of_dispatch(dispatch, attempt.unwrap_or_default())
         });
         let tracked = Tracked {
             role: role.unwrap_or(Role::Inner),
             name,
-            trace,
+            trace: place.trace,
             span: span_id,
-            parent,
-            ordinal,
+            parent: place.parent,
+            ordinal: place.ordinal,
             children: 0,
             fields,
             start: unix_nanos_now(),
             events: Vec::new(),
-            links,
+            links: place.links,
         };
         if tracked.role == Role::Dispatch {
             self.shared.with_metrics(|metrics| metrics.run_started());
@@ -476,4 +506,70 @@ fn exported_attributes(tracked: &Tracked) -> Vec<Attribute> {
             .map(|(key, value)| (format!("rebuno.{key}"), value.clone())),
     );
     list
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STEP_ID: &str = "66521f99aa0c6b1c9b5fd1c1e0b43e6f8ef7e77b3a3a2f4f5c1e6c1d2e3f4a5b";
+
+    fn step(outcome: &str, parent: SpanId) -> Tracked {
+        Tracked {
+            role: Role::Step,
+            name: crate::spans::STEP,
+            trace: [1; 16],
+            span: None,
+            parent: Some(parent),
+            ordinal: 0,
+            children: 0,
+            fields: vec![
+                ("step_id".to_owned(), Value::Text(STEP_ID.to_owned())),
+                ("outcome".to_owned(), Value::Text(outcome.to_owned())),
+            ],
+            start: 0,
+            events: Vec::new(),
+            links: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_step_with_a_result_is_its_step_ids_prefix_on_every_delivery() {
+        let prefix = ids::span_of_step(STEP_ID);
+        assert_eq!(Some(step("succeeded", [2; 8]).final_id()), prefix);
+        assert_eq!(Some(step("failed", [3; 8]).final_id()), prefix);
+    }
+
+    #[test]
+    fn a_decision_made_again_per_delivery_gets_that_deliverys_id() {
+        let first = step("denied", [2; 8]).final_id();
+        let second = step("denied", [3; 8]).final_id();
+        assert_ne!(first, second);
+        assert_ne!(Some(first), ids::span_of_step(STEP_ID));
+    }
+
+    #[test]
+    fn an_id_a_child_has_named_is_kept() {
+        let mut stopped = step("stopped", [2; 8]);
+        let named = stopped.span_id();
+        assert_eq!(Some(named), ids::span_of_step(STEP_ID));
+        assert_eq!(stopped.final_id(), named, "the child's parent must exist");
+    }
+
+    #[test]
+    fn a_creation_links_to_the_given_traceparent_once() {
+        let fields = vec![(
+            "traceparent".to_owned(),
+            Value::Text("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_owned()),
+        )];
+        let place = place(Some(Role::Create), None, &fields).unwrap();
+        assert_eq!(place.links.len(), 1);
+        let adopted = Some((place.links[0].trace, place.links[0].span, 0));
+        let place = super::place(Some(Role::Create), adopted, &fields).unwrap();
+        assert_eq!(place.links.len(), 1, "the same span is linked once");
+        assert!(
+            super::place(None, None, &fields).is_none(),
+            "outside: not exported"
+        );
+    }
 }

@@ -127,6 +127,15 @@ pub(crate) fn agent(kernel_url: &str, secret: &str) -> Result<Agent> {
 /// Serves the agent on an ephemeral loopback port, printing `http://ADDR/webhook` on stdout;
 /// exits when stdin closes (the driver went away).
 pub(crate) async fn run(kernel_url: &str, secret: &str) -> Result<()> {
+    // The telemetry variant: with OTEL_EXPORTER_OTLP_ENDPOINT set, every span goes through the
+    // OpenTelemetry layer and each run exports before its task ends.
+    if let Some(telemetry) = rebuno::telemetry::Telemetry::from_env()? {
+        use tracing_subscriber::prelude::*;
+        tracing_subscriber::registry()
+            .with(telemetry.layer())
+            .try_init()
+            .context("installing the telemetry subscriber")?;
+    }
     let agent = agent(kernel_url, secret)?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     println!("http://{}{}", listener.local_addr()?, agent.webhook_path());
