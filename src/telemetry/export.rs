@@ -301,6 +301,17 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Whether a failed export may succeed if sent again: the endpoint was not reached or timed
+/// out (a timed-out batch may arrive twice; collectors keep the first of a span id), or it
+/// asked for a retry (429, 502, 503, 504, as OTLP/HTTP specifies). A body the endpoint refused
+/// (400) is dropped, or it would be refused forever.
+fn worth_retrying(error: &Error) -> bool {
+    match error.status() {
+        Some(status) => matches!(status.as_u16(), 429 | 502 | 503 | 504),
+        None => matches!(error.kind(), ErrorKind::Network | ErrorKind::Timeout),
+    }
+}
+
 impl Shared {
     /// Sends the buffered spans, then the metrics if they changed, within `budget`.
     pub(crate) async fn flush_within(&self, budget: Duration) -> Result<()> {
@@ -312,9 +323,16 @@ impl Shared {
         let mut rest = spans.as_slice();
         while !rest.is_empty() {
             let (batch, after) = rest.split_at(rest.len().min(SPANS_PER_REQUEST));
-            let body = otlp::traces(&self.resource, batch);
-            if let Err(error) = self.post(&self.traces_url, &body, left()).await {
-                self.requeue(rest.to_vec());
+            let body = otlp::traces(&self.resource, batch)
+                .map_err(|e| Error::serde("telemetry body", e))?;
+            if let Err(error) = self.post(&self.traces_url, body, left()).await {
+                if worth_retrying(&error) {
+                    self.requeue(rest.to_vec());
+                } else {
+                    let lost = u64::try_from(batch.len()).unwrap_or(u64::MAX);
+                    self.with_metrics(|m| m.spans_dropped(lost));
+                    self.requeue(after.to_vec());
+                }
                 return Err(error);
             }
             rest = after;
@@ -337,22 +355,22 @@ impl Shared {
             metrics.dirty = false;
             metrics.clone()
         };
-        let body = otlp::metrics(&self.resource, &snapshot, unix_nanos_now());
-        let sent = self.post(url, &body, budget).await;
+        let body = serde_json::to_vec(&otlp::metrics(&self.resource, &snapshot, unix_nanos_now()))
+            .map_err(|e| Error::serde("telemetry body", e))?;
+        let sent = self.post(url, body, budget).await;
         if sent.is_err() {
             self.with_metrics(|metrics| metrics.dirty = true);
         }
         sent
     }
 
-    async fn post(&self, url: &str, body: &serde_json::Value, budget: Duration) -> Result<()> {
+    async fn post(&self, url: &str, bytes: Vec<u8>, budget: Duration) -> Result<()> {
         if budget.is_zero() {
             return Err(Error::new(
                 ErrorKind::Timeout,
                 "no time left to export telemetry",
             ));
         }
-        let bytes = serde_json::to_vec(body).map_err(|e| Error::serde("telemetry body", e))?;
         let mut request = http::Request::post(url)
             .header(http::header::CONTENT_TYPE, "application/json")
             .body(Bytes::from(bytes))
@@ -388,6 +406,119 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::{Transport, TransportError, TransportErrorKind, TransportFuture};
+    use crate::telemetry::record::{FinishedSpan, SpanKind};
+
+    /// Answers each export with the next scripted status (0: the connection is refused) and
+    /// counts the spans it was sent.
+    #[derive(Debug, Default)]
+    struct Scripted {
+        answers: std::sync::Mutex<Vec<u16>>,
+        received: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Transport for Arc<Scripted> {
+        fn send(&self, request: http::Request<Bytes>, _: Duration) -> TransportFuture {
+            let status = self.answers.lock().unwrap().remove(0);
+            let body: serde_json::Value = serde_json::from_slice(request.body()).unwrap();
+            let spans = body["resourceSpans"][0]["scopeSpans"][0]["spans"]
+                .as_array()
+                .map_or(0, Vec::len);
+            let me = Arc::clone(self);
+            Box::pin(async move {
+                if status == 0 {
+                    return Err(TransportError::new(TransportErrorKind::Connect, "refused"));
+                }
+                if status == 200 {
+                    me.received
+                        .fetch_add(spans, std::sync::atomic::Ordering::SeqCst);
+                }
+                Ok(http::Response::builder()
+                    .status(status)
+                    .body(Bytes::new())
+                    .unwrap())
+            })
+        }
+    }
+
+    fn span() -> FinishedSpan {
+        FinishedSpan {
+            trace: [1; 16],
+            span: [2; 8],
+            parent: None,
+            name: "local x".to_owned(),
+            kind: SpanKind::Internal,
+            start_unix_nanos: 1,
+            end_unix_nanos: 2,
+            attributes: Vec::new(),
+            events: Vec::new(),
+            links: Vec::new(),
+            error: None,
+        }
+    }
+
+    fn exporter(answers: &[u16], limit: usize) -> (Telemetry, Arc<Scripted>) {
+        let scripted = Arc::new(Scripted::default());
+        scripted.answers.lock().unwrap().extend_from_slice(answers);
+        let telemetry = Telemetry::otlp("http://collector:4318")
+            .transport(Arc::clone(&scripted))
+            .metrics(false)
+            .max_buffered_spans(limit)
+            .build()
+            .unwrap();
+        (telemetry, scripted)
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_or_busy_endpoint_keeps_the_spans_for_the_next_flush() {
+        let (telemetry, scripted) = exporter(&[0, 503, 200], 100);
+        for _ in 0..3 {
+            telemetry.shared.push(span());
+        }
+        assert_eq!(
+            telemetry.flush().await.unwrap_err().kind(),
+            ErrorKind::Network
+        );
+        assert_eq!(telemetry.buffered_spans(), 3);
+        assert_eq!(
+            telemetry
+                .flush()
+                .await
+                .unwrap_err()
+                .status()
+                .map(|s| s.as_u16()),
+            Some(503)
+        );
+        assert_eq!(telemetry.buffered_spans(), 3);
+        telemetry.flush().await.unwrap();
+        assert_eq!(telemetry.buffered_spans(), 0);
+        assert_eq!(
+            scripted.received.load(std::sync::atomic::Ordering::SeqCst),
+            3
+        );
+    }
+
+    #[tokio::test]
+    async fn a_refused_body_is_dropped_and_counted_not_sent_forever() {
+        let (telemetry, _) = exporter(&[400], 100);
+        telemetry.shared.push(span());
+        assert!(telemetry.flush().await.is_err());
+        assert_eq!(telemetry.buffered_spans(), 0);
+        let dropped = telemetry.shared.metrics.lock().unwrap().dropped_spans;
+        assert_eq!(dropped, 1);
+    }
+
+    #[tokio::test]
+    async fn the_buffer_keeps_the_newest_spans_up_to_its_limit() {
+        let (telemetry, _) = exporter(&[0], 2);
+        for _ in 0..5 {
+            telemetry.shared.push(span());
+        }
+        assert_eq!(telemetry.buffered_spans(), 2);
+        assert!(telemetry.flush().await.is_err());
+        assert_eq!(telemetry.buffered_spans(), 2);
+        assert_eq!(telemetry.shared.metrics.lock().unwrap().dropped_spans, 3);
+    }
 
     #[test]
     fn endpoints_get_the_signal_paths() {
