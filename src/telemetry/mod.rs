@@ -158,8 +158,10 @@ impl Telemetry {
     /// # Errors
     ///
     /// `network` or `timeout` when the endpoint cannot be reached, `protocol` when it
-    /// refuses the export; the spans stay buffered for the next flush (up to
-    /// [`max_buffered_spans`](TelemetryBuilder::max_buffered_spans)).
+    /// refuses the export. Spans the endpoint did not get, or asked to have again (429, 502,
+    /// 503, 504), stay buffered for the next flush, up to
+    /// [`max_buffered_spans`](TelemetryBuilder::max_buffered_spans); a batch it refused
+    /// (400) is dropped, counted in `rebuno.telemetry.dropped_spans`.
     pub async fn flush(&self) -> Result<()> {
         self.shared.flush_within(self.shared.timeout).await
     }
