@@ -12,13 +12,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-native=(reqwest rustls rt-tokio schemars dir rig async-openai sqlite mcp-rmcp mcp-stdio mcp-http)
-wasm=(reqwest rustls rt-tokio schemars rig)
+native=(reqwest rustls rt-tokio schemars dir rig async-openai sqlite mcp-rmcp mcp-stdio mcp-http opentelemetry)
+wasm=(reqwest rustls rt-tokio schemars rig opentelemetry)
 if [ "${1:-}" = --quick ]; then
   # The features whose code is gated on its own (rt-tokio carries HyperTransport, rustls its
   # TLS); the rest are checked through the defaults and clippy's --no-default-features run.
-  native=(reqwest rt-tokio schemars dir)
-  wasm=(reqwest rig)
+  native=(reqwest rt-tokio schemars dir opentelemetry)
+  wasm=(reqwest rig opentelemetry)
 fi
 
 check() { # check <target> <args...>
