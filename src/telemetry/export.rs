@@ -28,6 +28,7 @@ pub struct TelemetryBuilder {
     timeout: Duration,
     export_replayed: bool,
     metrics: bool,
+    metrics_interval: Duration,
     level: tracing::Level,
     max_buffered: usize,
 }
@@ -55,6 +56,7 @@ impl TelemetryBuilder {
             timeout: Duration::from_secs(3),
             export_replayed: false,
             metrics: true,
+            metrics_interval: Duration::from_secs(10),
             level: tracing::Level::INFO,
             max_buffered: 4096,
         }
@@ -103,6 +105,15 @@ impl TelemetryBuilder {
     /// yours at `INFO` and above; `DEBUG` adds the HTTP clients' connection chatter).
     pub fn level(mut self, level: tracing::Level) -> Self {
         self.level = level;
+        self
+    }
+
+    /// How often a run's own flush sends the metrics at most (default 10 s; [`Telemetry::flush`]
+    /// always sends them). They are cumulative, so a skipped export loses only resolution; but
+    /// a Lambda sandbox reaped after its last invocation loses what it counted since its last
+    /// export: set `Duration::ZERO` there to send them with every run.
+    pub fn metrics_interval(mut self, interval: Duration) -> Self {
+        self.metrics_interval = interval;
         self
     }
 
@@ -167,6 +178,7 @@ impl TelemetryBuilder {
             timeout: self.timeout,
             resource,
             export_replayed: self.export_replayed,
+            metrics_interval: self.metrics_interval,
             level: self.level,
             max_buffered: self.max_buffered,
             pending: Mutex::new(VecDeque::new()),
@@ -313,8 +325,9 @@ fn worth_retrying(error: &Error) -> bool {
 }
 
 impl Shared {
-    /// Sends the buffered spans, then the metrics if they changed, within `budget`.
-    pub(crate) async fn flush_within(&self, budget: Duration) -> Result<()> {
+    /// Sends the buffered spans, then the metrics if they changed (and, unless `every_time`,
+    /// the metrics interval has passed since they were last sent), within `budget`.
+    pub(crate) async fn flush_within(&self, budget: Duration, every_time: bool) -> Result<()> {
         #[allow(clippy::disallowed_methods)] // web_time's `Instant` also works on wasm32
         let started = web_time::Instant::now();
         let left = || budget.saturating_sub(started.elapsed());
@@ -337,10 +350,10 @@ impl Shared {
             }
             rest = after;
         }
-        self.flush_metrics(left()).await
+        self.flush_metrics(left(), every_time).await
     }
 
-    async fn flush_metrics(&self, budget: Duration) -> Result<()> {
+    async fn flush_metrics(&self, budget: Duration, every_time: bool) -> Result<()> {
         let Some(url) = &self.metrics_url else {
             return Ok(());
         };
@@ -349,10 +362,14 @@ impl Shared {
                 .metrics
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if !metrics.dirty {
+            let now = unix_nanos_now();
+            let interval = u64::try_from(self.metrics_interval.as_nanos()).unwrap_or(u64::MAX);
+            let due = every_time || now.saturating_sub(metrics.exported_unix_nanos) >= interval;
+            if !metrics.dirty || !due {
                 return Ok(());
             }
             metrics.dirty = false;
+            metrics.exported_unix_nanos = now;
             metrics.clone()
         };
         let body = serde_json::to_vec(&otlp::metrics(&self.resource, &snapshot, unix_nanos_now()))

@@ -52,6 +52,8 @@ pub(crate) struct Metrics {
     pub(crate) dropped_spans: u64,
     /// Whether anything changed since the last export.
     pub(crate) dirty: bool,
+    /// When the metrics were last sent (0: never).
+    pub(crate) exported_unix_nanos: u64,
 }
 
 impl Metrics {

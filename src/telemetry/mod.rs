@@ -66,8 +66,9 @@
 //!
 //! # Metrics
 //!
-//! Sent to `/v1/metrics` with the spans, cumulative from the process's start (each process
-//! is one series: `service.instance.id`):
+//! Sent to `/v1/metrics` with the spans, at most every
+//! [`metrics_interval`](TelemetryBuilder::metrics_interval) (10 s) from runs' own flushes,
+//! cumulative from the process's start (each process is one series: `service.instance.id`):
 //!
 //! | metric | type | attributes |
 //! |---|---|---|
@@ -116,6 +117,8 @@ pub(crate) struct Shared {
     timeout: Duration,
     resource: Vec<Attribute>,
     export_replayed: bool,
+    /// The least time between two metrics exports from runs' own flushes.
+    metrics_interval: Duration,
     /// The most verbose level of span and event exported.
     level: tracing::Level,
     max_buffered: usize,
@@ -163,7 +166,7 @@ impl Telemetry {
     /// [`max_buffered_spans`](TelemetryBuilder::max_buffered_spans); a batch it refused
     /// (400) is dropped, counted in `rebuno.telemetry.dropped_spans`.
     pub async fn flush(&self) -> Result<()> {
-        self.shared.flush_within(self.shared.timeout).await
+        self.shared.flush_within(self.shared.timeout, true).await
     }
 
     /// Spans waiting for the next flush.
@@ -262,7 +265,7 @@ pub(crate) async fn flush_after_run(cap: Option<Duration>) {
     let exporters = CLOSED_RUNS.with(|closed| std::mem::take(&mut *closed.borrow_mut()));
     for shared in exporters {
         let budget = cap.map_or(shared.timeout, |cap| cap.min(shared.timeout));
-        if let Err(error) = shared.flush_within(budget).await {
+        if let Err(error) = shared.flush_within(budget, false).await {
             tracing::warn!(%error, "telemetry export failed; kept for the next flush");
         }
     }

@@ -73,6 +73,7 @@ async fn a_redelivered_execution_is_one_trace_with_each_live_step_once() {
     let receiver = Receiver::start();
     let plain = Telemetry::otlp(receiver.endpoint())
         .service_name("plain")
+        .metrics_interval(Duration::ZERO) // the metrics with every run, as on Lambda
         .build()
         .unwrap();
     let with_replays = Telemetry::otlp(receiver.endpoint())
