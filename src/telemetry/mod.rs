@@ -27,12 +27,18 @@
 //!   is found by execution id. (A non-UUID id is hashed.)
 //! - A **step's span id** is the first 8 bytes of its step id, the one its outgoing
 //!   [`traceparent`](crate::spans::traceparent) names: a provider's span is the step's child.
+//!   A step decided again on every delivery (a denial, a wait for approval, a stop before it
+//!   ran) gets an id of that delivery's instead, so a trace never holds one span id twice.
 //! - A **delivery's span id** is derived from its dispatch id and attempt, and every span
 //!   opened inside a step or a delivery (yours too) gets an id derived from its parent's and
 //!   its position, so a rerun of the same code gives the same ids.
 //! - A **creation** ([`Client::create`](crate::client::Client::create) inside a traced span, a
 //!   subagent for instance) is a span of the *new* execution's trace, linked to the span it
 //!   was made from.
+//!
+//! Several exporters (two backends) can sit in one subscriber. With `tracing-opentelemetry`
+//! in the same subscriber, filter the `rebuno.*` spans out of it, or each comes twice, the
+//! second time with random ids in a trace of its own.
 //!
 //! # Replays are not exported
 //!
