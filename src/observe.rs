@@ -27,6 +27,15 @@ pub(crate) async fn after_run(deadline: Option<Deadline>) {
     let _ = deadline;
 }
 
+/// A step's span has just closed: its exporters send within their export interval, on the
+/// execution's runtime.
+pub(crate) fn after_step(runtime: &crate::rt::Runtime) {
+    #[cfg(feature = "opentelemetry")]
+    crate::telemetry::schedule_after_step(runtime);
+    #[cfg(not(feature = "opentelemetry"))]
+    let _ = runtime;
+}
+
 /// A kernel request is being sent again.
 pub(crate) fn kernel_retry() {
     #[cfg(feature = "opentelemetry")]

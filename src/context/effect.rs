@@ -68,6 +68,8 @@ impl ExecutionContext {
             .instrument(span.clone())
             .await;
         crate::spans::record_step_end(&span, outcome.as_ref().map(|_| ()));
+        drop(span); // closes it, unless a span inside it lives on
+        crate::observe::after_step(self.kernel().runtime());
         self.call_finished(in_flight).await;
         outcome
     }

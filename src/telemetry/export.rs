@@ -29,6 +29,7 @@ pub struct TelemetryBuilder {
     export_replayed: bool,
     metrics: bool,
     metrics_interval: Duration,
+    export_interval: Duration,
     level: tracing::Level,
     max_buffered: usize,
 }
@@ -57,6 +58,7 @@ impl TelemetryBuilder {
             export_replayed: false,
             metrics: true,
             metrics_interval: Duration::from_secs(10),
+            export_interval: Duration::from_secs(2),
             level: tracing::Level::INFO,
             max_buffered: 4096,
         }
@@ -105,6 +107,14 @@ impl TelemetryBuilder {
     /// yours at `INFO` and above; `DEBUG` adds the HTTP clients' connection chatter).
     pub fn level(mut self, level: tracing::Level) -> Self {
         self.level = level;
+        self
+    }
+
+    /// The longest a finished step's span waits for an export while its run goes on (default
+    /// 2 s; a run's end always exports at once). A process killed mid-run loses what finished
+    /// within this much of the kill.
+    pub fn export_interval(mut self, interval: Duration) -> Self {
+        self.export_interval = interval;
         self
     }
 
@@ -179,6 +189,8 @@ impl TelemetryBuilder {
             resource,
             export_replayed: self.export_replayed,
             metrics_interval: self.metrics_interval,
+            export_interval: self.export_interval,
+            export_scheduled: std::sync::atomic::AtomicBool::new(false),
             level: self.level,
             max_buffered: self.max_buffered,
             pending: Mutex::new(VecDeque::new()),

@@ -376,12 +376,14 @@ where
             .get_mut::<Tracks>()
             .and_then(|t| t.take(self.key()));
         let Some(tracked) = taken else { return };
-        let run = tracked.role == Role::Dispatch;
+        let role = tracked.role;
         if let Some(finished) = self.finish(tracked) {
             self.shared.push(finished);
         }
-        if run {
-            super::run_closed(&self.shared);
+        match role {
+            Role::Dispatch => super::run_closed(&self.shared),
+            Role::Step => super::step_closed(&self.shared),
+            Role::Create | Role::Inner => {}
         }
     }
 }

@@ -53,7 +53,10 @@
 //! Every acknowledged run flushes what is buffered as its last act, inside the background
 //! task the host already keeps alive: within the held Lambda invocation (bounded by the
 //! invocation's deadline), within `ctx.wait_until` on Workers, and within rebuno-hyper's
-//! drain on shutdown. Concurrent runs share one export at a time. Spans made outside a run
+//! drain on shutdown. Concurrent runs share one export at a time. While a run goes on, its
+//! finished steps are sent within [`export_interval`](TelemetryBuilder::export_interval)
+//! (2 s), so a process killed mid-run loses at most that much: the re-delivery replays those
+//! steps, and their live spans are already in the trace. Spans made outside a run
 //! (a client creating executions) are sent by [`Telemetry::flush`].
 //!
 //! # Spans
@@ -96,6 +99,7 @@ mod record;
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
@@ -123,6 +127,10 @@ pub(crate) struct Shared {
     timeout: Duration,
     resource: Vec<Attribute>,
     export_replayed: bool,
+    /// The longest a finished span waits for an export while its run goes on.
+    export_interval: Duration,
+    /// Whether an export is scheduled ([`schedule_after_step`]).
+    export_scheduled: AtomicBool,
     /// The least time between two metrics exports from runs' own flushes.
     metrics_interval: Duration,
     /// The most verbose level of span and event exported.
@@ -251,6 +259,47 @@ thread_local! {
     /// The exporters that saw a run's span close on this thread and have not flushed since:
     /// the run's task takes them in the same poll (see [`flush_after_run`]).
     static CLOSED_RUNS: RefCell<Vec<Arc<Shared>>> = const { RefCell::new(Vec::new()) };
+}
+
+thread_local! {
+    /// The exporters that saw a step's span close on this thread since the step's caller last
+    /// looked (see [`schedule_after_step`]).
+    static CLOSED_STEPS: RefCell<Vec<Arc<Shared>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Called by the layer when a step's span closes.
+pub(crate) fn step_closed(shared: &Arc<Shared>) {
+    CLOSED_STEPS.with(|closed| {
+        let mut closed = closed.borrow_mut();
+        if !closed.iter().any(|known| Arc::ptr_eq(known, shared)) {
+            closed.push(Arc::clone(shared));
+        }
+    });
+}
+
+/// After a step's span closed: each exporter that saw it gets an export within its
+/// [`export_interval`](TelemetryBuilder::export_interval), on `runtime`, unless one is already
+/// on its way. A process killed mid-run so loses at most the last interval's spans.
+pub(crate) fn schedule_after_step(runtime: &crate::rt::Runtime) {
+    let exporters = CLOSED_STEPS.with(|closed| std::mem::take(&mut *closed.borrow_mut()));
+    for shared in exporters {
+        if shared.export_scheduled.swap(true, Ordering::AcqRel) {
+            continue;
+        }
+        let delay = runtime.sleep(shared.export_interval);
+        let export = crate::rt::Task::new(async move {
+            delay.await;
+            shared.export_scheduled.store(false, Ordering::Release);
+            if let Err(error) = shared.flush_within(shared.timeout, false).await {
+                tracing::warn!(%error, "telemetry export failed; kept for the next flush");
+            }
+        });
+        // Spawned with no current span: a spawner that carries the current span into its
+        // tasks (TokioRuntime does) would keep the run's span open until the export, past the
+        // run's own flush. (Entering `Span::none()` would not do: it leaves the current span.)
+        let no_span = tracing::subscriber::NoSubscriber::default();
+        tracing::subscriber::with_default(no_span, || runtime.spawn(export));
+    }
 }
 
 /// Called by the layer when a run's span closes.

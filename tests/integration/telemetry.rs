@@ -507,3 +507,139 @@ async fn an_mcp_call_over_http_carries_its_steps_traceparent() {
     served.shutdown().await;
     kernel.shutdown().await;
 }
+
+/// An agent "process" of its own: a thread with its own runtime and its own exporter, serving
+/// `crashy` until killed (its runtime dropped at once: no run finishes, nothing flushes).
+struct Process {
+    webhook_url: String,
+    kill: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Process {
+    fn start(service: &'static str, endpoint: String, kernel_url: String) -> Self {
+        let (url_sender, url) = std::sync::mpsc::channel();
+        let (kill, killed) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let telemetry = Telemetry::otlp(endpoint)
+                .service_name(service)
+                .export_interval(Duration::from_millis(200))
+                .metrics(false)
+                .build()
+                .unwrap();
+            let _default = tracing::subscriber::set_default(
+                tracing_subscriber::registry().with(telemetry.layer()),
+            );
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let agent = crashy(&kernel_url).build().unwrap();
+                let served = crate::support::serve(agent).await;
+                url_sender.send(served.webhook_url()).unwrap();
+                let _ = killed.await;
+                std::mem::forget(served); // killed: no graceful shutdown
+            });
+            runtime.shutdown_background();
+        });
+        Self {
+            webhook_url: url.recv().unwrap(),
+            kill: Some(kill),
+            thread: Some(thread),
+        }
+    }
+
+    fn kill(mut self) {
+        let _ = self.kill.take().map(|kill| kill.send(()));
+        let _ = self.thread.take().map(std::thread::JoinHandle::join);
+    }
+}
+
+/// Two steps, then, on the first delivery, a wait that only a kill ends.
+fn crashy(kernel_url: &str) -> rebuno::AgentBuilder {
+    let search = define_tool("search").execute(|q: String| async move { Ok::<_, HandlerError>(q) });
+    Agent::builder("crashy")
+        .secret(crate::support::SECRET)
+        .base_url(kernel_url)
+        .handler(move |q: String| {
+            let search = search.clone();
+            async move {
+                let found = search.call(q).await?;
+                let composed = step("compose", || async { Ok::<_, HandlerError>(1) }).await?;
+                if rebuno::execution()?.dispatch_attempt() == 1 {
+                    std::future::pending::<()>().await;
+                }
+                Ok::<_, HandlerError>(json!([found, composed]))
+            }
+        })
+}
+
+/// A process killed in the middle of a run: the steps it finished were exported while the run
+/// went on (within the export interval), so the re-delivery on another process, which replays
+/// them, leaves each live step in the trace exactly once, and no replayed span.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_killed_mid_run_leaves_its_finished_steps_in_the_trace_once() {
+    use rebuno_devkernel::AgentSpec;
+    let receiver = Receiver::start();
+    let kernel = DevKernel::start().await.unwrap();
+    let first = Process::start("first", receiver.endpoint().to_owned(), kernel.url());
+    kernel
+        .register_agent(AgentSpec::new(
+            "crashy",
+            &first.webhook_url,
+            crate::support::SECRET,
+        ))
+        .unwrap();
+    let created = kernel
+        .create_execution(NewExecution::new("crashy", json!("logs")))
+        .await
+        .unwrap();
+    // Both steps' spans arrive while the run still waits: the export interval, not its end.
+    receiver
+        .wait_for_spans(WAIT, |spans| {
+            spans.iter().filter(|s| s["service"] == "first").count() == 2
+        })
+        .await;
+    first.kill();
+
+    let second = Process::start("second", receiver.endpoint().to_owned(), kernel.url());
+    kernel
+        .register_agent(AgentSpec::new(
+            "crashy",
+            &second.webhook_url,
+            crate::support::SECRET,
+        ))
+        .unwrap();
+    kernel.redeliver(created.id).unwrap();
+    let done = kernel.wait_terminal(created.id, WAIT).await.unwrap();
+    assert_eq!(done.output, Some(json!(["logs", 1])));
+    receiver
+        .wait_for_spans(WAIT, |spans| {
+            spans
+                .iter()
+                .any(|s| s["service"] == "second" && s["name"] == "dispatch crashy")
+        })
+        .await;
+    let spans = receiver.spans();
+    let trace = created.id.simple().to_string();
+    assert!(
+        spans.iter().all(|s| s["traceId"] == trace.as_str()),
+        "{spans:#?}"
+    );
+    for name in ["tool_call search", "local compose"] {
+        let live: Vec<&Value> = spans.iter().filter(|s| s["name"] == name).collect();
+        assert_eq!(live.len(), 1, "{name} once: {spans:#?}");
+        assert_eq!(live[0]["service"], "first", "from the process that ran it");
+        assert_eq!(attribute(live[0], "rebuno.replayed"), false);
+    }
+    // The killed delivery's own span never closed; the re-delivery's did.
+    let deliveries: Vec<&Value> = spans
+        .iter()
+        .filter(|s| s["name"] == "dispatch crashy")
+        .collect();
+    assert_eq!(deliveries.len(), 1, "{deliveries:#?}");
+    assert_eq!(int(&attribute(deliveries[0], "rebuno.attempt")), 2);
+    second.kill();
+    kernel.shutdown().await;
+}
