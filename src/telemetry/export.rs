@@ -261,6 +261,11 @@ fn instance_id(start: u64) -> String {
 
 /// A [`Telemetry`] from `OTEL_*` variables read through `var`.
 pub(super) fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Option<Telemetry>> {
+    from_vars(var)?.map(TelemetryBuilder::build).transpose()
+}
+
+/// A builder configured from `OTEL_*` variables read through `var`.
+pub(super) fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<TelemetryBuilder>> {
     let endpoint = var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
         .or_else(|| var("OTEL_EXPORTER_OTLP_ENDPOINT"))
         .filter(|value| !value.trim().is_empty());
@@ -283,7 +288,7 @@ pub(super) fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Option<Te
     )? {
         builder = builder.header(key, value);
     }
-    builder.build().map(Some)
+    Ok(Some(builder))
 }
 
 /// `k1=v1,k2=v2` with percent-encoded values, as the OpenTelemetry variables write them.

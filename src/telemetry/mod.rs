@@ -152,13 +152,33 @@ impl Telemetry {
     /// An exporter configured from the standard variables: `OTEL_EXPORTER_OTLP_ENDPOINT` (or
     /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`), `OTEL_EXPORTER_OTLP_HEADERS`,
     /// `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES`. `None` when no endpoint is set
-    /// (or on wasm32, which has no environment: use [`otlp`](Self::otlp)).
+    /// (or on wasm32, which has no environment: use [`from_vars`](Self::from_vars)).
     ///
     /// # Errors
     ///
     /// `config` when a variable does not parse.
     pub fn from_env() -> Result<Option<Self>> {
         export::from_env(|name| std::env::var(name).ok())
+    }
+
+    /// A builder configured from the same `OTEL_*` variables, read through `var`: the
+    /// Workers vars of an `Env`, say, where there is no process environment. `None` when no
+    /// endpoint is set.
+    ///
+    /// ```no_run
+    /// # fn demo(vars: std::collections::HashMap<String, String>) -> rebuno::Result<()> {
+    /// if let Some(builder) = rebuno::telemetry::Telemetry::from_vars(|name| vars.get(name).cloned())? {
+    ///     let telemetry = builder.build()?; // on Workers: .transport(FetchTransport::new()) first
+    /// #   drop(telemetry);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `config` when a variable does not parse.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<TelemetryBuilder>> {
+        export::from_vars(var)
     }
 
     /// The [`tracing_subscriber::Layer`] that feeds this exporter.
