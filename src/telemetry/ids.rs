@@ -56,13 +56,7 @@ pub(crate) fn span_of_creation(execution_id: &str) -> SpanId {
 
 /// Lowercase hex, as OTLP/JSON and W3C trace context write ids.
 pub(crate) fn to_hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut text = String::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        text.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        text.push(char::from(DIGITS[usize::from(byte & 0xf)]));
-    }
-    text
+    crate::signing::hex(bytes)
 }
 
 /// Decodes lowercase hex into `out`; false unless `text` is exactly `out`'s length in hex.

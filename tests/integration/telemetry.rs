@@ -42,6 +42,21 @@ fn int(value: &Value) -> i64 {
         .unwrap_or(-1)
 }
 
+/// An exporter to `receiver` as `service`, without metrics, installed for this thread.
+fn exporting(
+    receiver: &Receiver,
+    service: &'static str,
+) -> (Telemetry, tracing::subscriber::DefaultGuard) {
+    let telemetry = Telemetry::otlp(receiver.endpoint())
+        .service_name(service)
+        .metrics(false)
+        .build()
+        .unwrap();
+    let guard =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(telemetry.layer()));
+    (telemetry, guard)
+}
+
 /// A handler with a live tool call (with a span of the user's inside), a local step and an
 /// LLM call, cut off after them on its first delivery.
 fn traced_agent() -> rebuno::AgentBuilder {
@@ -264,13 +279,7 @@ async fn a_redelivered_execution_is_one_trace_with_each_live_step_once() {
 #[tokio::test(flavor = "current_thread")]
 async fn a_creation_joins_the_executions_trace_linked_to_its_caller() {
     let receiver = Receiver::start();
-    let telemetry = Telemetry::otlp(receiver.endpoint())
-        .service_name("creator")
-        .metrics(false)
-        .build()
-        .unwrap();
-    let _default =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(telemetry.layer()));
+    let (telemetry, _default) = exporting(&receiver, "creator");
     let kernel = DevKernel::start().await.unwrap();
     let researcher = Agent::builder("researcher").handler(|topic: String| async move {
         Ok::<_, HandlerError>(format!("all about {topic}"))
@@ -354,13 +363,7 @@ async fn a_creation_joins_the_executions_trace_linked_to_its_caller() {
 async fn a_run_drained_at_shutdown_is_exported_before_serve_returns() {
     use crate::support::{SECRET, agent, serve};
     let receiver = Receiver::start();
-    let telemetry = Telemetry::otlp(receiver.endpoint())
-        .service_name("draining")
-        .metrics(false)
-        .build()
-        .unwrap();
-    let _default =
-        tracing::subscriber::set_default(tracing_subscriber::registry().with(telemetry.layer()));
+    let (telemetry, _default) = exporting(&receiver, "draining");
     let kernel = DevKernel::start().await.unwrap();
     let slow = agent(&kernel, "slow")
         .handler(|ms: u64| async move {
