@@ -6,9 +6,13 @@
 # 1. installs the pinned toolchain when missing (worker-build 0.8.7, wasm-bindgen-cli 0.2.130,
 #    the wasm32 target: about 7 min on a fresh 2-core machine; skipped when present),
 # 2. npm ci (wrangler 4.86.0, miniflare, binaryen 132.0.0 from package-lock.json),
-# 3. builds rebuno-dev and the example Worker (with its `rig` feature) with worker-build
-#    (nothing fetched from GitHub),
-# 4. runs test.mjs, which prints the wasm size and closes with "N passed, M failed".
+# 3. builds rebuno-dev and the example Worker (with its `rig` and `otel` features) with
+#    worker-build (nothing fetched from GitHub),
+# 4. makes the Python venv of scripts/interop-venv.sh (rotel, an OpenTelemetry collector, and
+#    opentelemetry-proto: the OTLP receiver of the telemetry tests; skipped when present),
+# 5. runs test.mjs, which prints the wasm size and closes with "N passed, M failed".
+#
+# WORKERS_TESTS=regex runs only the tests whose name matches.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -56,14 +60,17 @@ build() {
       CARGO_PROFILE_RELEASE_LTO=true \
       CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
       CARGO_PROFILE_RELEASE_STRIP=symbols \
-      worker-build --release . --features rig # the rig path is opt-in (see its Cargo.toml)
+      worker-build --release . --features rig,otel # both opt-in (see its Cargo.toml)
   )
 }
 
 install_toolchain
 build
+step "scripts/interop-venv.sh (rotel, opentelemetry-proto)"
+otlp_python="$("$root/scripts/interop-venv.sh")"
 step "node test.mjs"
 cd "$here"
-REBUNO_DEV_BIN="$CARGO_TARGET_DIR/debug/rebuno-dev" \
+OTLP_PYTHON="$otlp_python" \
+  REBUNO_DEV_BIN="$CARGO_TARGET_DIR/debug/rebuno-dev" \
   WORKER_BUILD_DIR="$root/examples/workers/build" \
   node test.mjs

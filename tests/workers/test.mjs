@@ -5,21 +5,31 @@
 //
 // The kernel delivers webhooks to a small Node proxy that forwards them to the Worker and times
 // each acknowledgement; a stub OpenAI-style provider answers the durable LLM calls (made
-// directly, or through rig's OpenAI-compatible client). Prints one line per test and closes
-// with "N passed, M failed".
+// directly, or through rig's OpenAI-compatible client). A third Worker, built with the `otel`
+// feature and given OTEL_EXPORTER_OTLP_ENDPOINT, exports its runs to a real OTLP receiver:
+// rotel (an OpenTelemetry collector) forwarding to tests/otlp/recorder.py, both from the venv
+// whose python is OTLP_PYTHON (scripts/interop-venv.sh; run.sh sets it). Prints one line per
+// test and closes with "N passed, M failed".
 
 import { spawn } from "node:child_process";
 import { createHmac } from "node:crypto";
-import { mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
+import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 import { Log, LogLevel, Miniflare } from "miniflare";
 
 const AGENT = "workers-example";
 // The same Worker with a REBUNO_RUNS Durable Object binding: Durable Object mode.
 const AGENT_DO = "workers-durable-object";
+// The same Worker with OTEL_EXPORTER_OTLP_ENDPOINT: it exports its runs over OTLP.
+const AGENT_OTEL = "workers-otel";
+const OTEL_SERVICE = "workers-e2e";
+const OTLP_PYTHON = process.env.OTLP_PYTHON;
+const REPO = fileURLToPath(new URL("../..", import.meta.url));
 const SECRET = "workers-e2e-secret";
 const BUILD = resolve(process.env.WORKER_BUILD_DIR ?? "../../examples/workers/build");
 const DEV_BIN = process.env.REBUNO_DEV_BIN;
@@ -132,10 +142,26 @@ async function startStub() {
   return stub;
 }
 
-/** A proxy in front of the Worker that records every delivery: status and ack time. */
+/**
+ * A proxy in front of the Worker that records every delivery: status, ack time and when it
+ * arrived (`at`, like `arrivals`, in `performance.now()` ms). A delivery is recorded once the
+ * Worker's answer is read, which can be after its run (a quick replay) ended the execution:
+ * `settled()` waits for the deliveries under way.
+ */
 async function startProxy(target) {
   const deliveries = [];
+  const arrivals = [];
+  let inFlight = 0;
   const server = createServer(async (req, res) => {
+    arrivals.push(performance.now());
+    inFlight++;
+    try {
+      await forward(req, res);
+    } finally {
+      inFlight--;
+    }
+  });
+  const forward = async (req, res) => {
     const chunks = [];
     for await (const chunk of req) chunks.push(chunk);
     const body = Buffer.concat(chunks);
@@ -147,13 +173,160 @@ async function startProxy(target) {
     const text = await response.text();
     const ms = performance.now() - started;
     const object = response.headers.get("rebuno-durable-object");
-    deliveries.push({ status: response.status, ms, body: body.toString(), headers, object });
+    deliveries.push({ status: response.status, ms, at: started, body: body.toString(), headers, object });
     res.writeHead(response.status, { "content-type": response.headers.get("content-type") ?? "text/plain" });
     res.end(text);
-  });
+  };
+  const settled = async () => {
+    for (let i = 0; i < 200 && inFlight > 0; i++) await sleep(25);
+  };
   const port = await freePort();
   await new Promise((ok) => server.listen(port, "127.0.0.1", ok));
-  return { url: `http://127.0.0.1:${port}/webhook`, deliveries, server };
+  return { url: `http://127.0.0.1:${port}/webhook`, deliveries, arrivals, settled, server };
+}
+
+/** Resolves once something listens on the loopback `port`; fails if `child` exits first. */
+async function listening(port, child, what, log) {
+  for (let i = 0; i < 400; i++) {
+    if (child.exitCode !== null || child.signalCode !== null) break;
+    const up = await new Promise((ok) => {
+      const socket = connect(port, "127.0.0.1", () => {
+        socket.end();
+        ok(true);
+      });
+      socket.once("error", () => ok(false));
+    });
+    if (up) return;
+    await sleep(50);
+  }
+  const output = existsSync(log) ? readFileSync(log, "utf8") : "";
+  throw new Error(`${what} is not listening on ${port} (exit ${child.exitCode ?? child.signalCode}):\n${output}`);
+}
+
+/**
+ * A real OTLP/HTTP receiver on loopback, as tests/integration/support/otlp.rs starts it: rotel
+ * takes the Worker's OTLP/JSON and forwards it, batched and re-encoded as protobuf, to
+ * tests/otlp/recorder.py, which decodes it with opentelemetry-proto and appends one JSON line
+ * per request. What the test reads is what a collector understood. A 20 ms poll of that file
+ * stamps each request with when it arrived (`performance.now()` ms).
+ */
+async function startReceiver(python) {
+  const dir = mkdtempSync(join(tmpdir(), "rebuno-workers-otlp-"));
+  const file = join(dir, "received.jsonl");
+  const recorderLog = join(dir, "recorder.log");
+  const rotelLog = join(dir, "rotel.log");
+  const children = [];
+  const spawnLogged = (command, args, log) => {
+    const fd = openSync(log, "w");
+    const child = spawn(command, args, { stdio: ["ignore", fd, fd] });
+    closeSync(fd);
+    children.push(child);
+    return child;
+  };
+  const stop = () => children.forEach((child) => child.kill());
+  try {
+    const recorderPort = await freePort();
+    const recorder = spawnLogged(python, [join(REPO, "tests/otlp/recorder.py"), `${recorderPort}`, file], recorderLog);
+    await listening(recorderPort, recorder, "the recorder", recorderLog);
+    const rotelPath = await new Promise((ok, fail) => {
+      const find = spawn(python, ["-c", "import os, rotel; print(os.path.join(os.path.dirname(rotel.__file__), 'rotel-agent'))"]);
+      let out = "";
+      find.stdout.on("data", (chunk) => (out += chunk));
+      find.once("error", fail);
+      find.once("close", (code) => (code === 0 ? ok(out.trim()) : fail(new Error(`${python} cannot import rotel`))));
+    });
+    const [http, grpc] = [await freePort(), await freePort()];
+    // prettier-ignore
+    const rotel = spawnLogged(rotelPath, [
+      "start",
+      "--otlp-http-endpoint", `127.0.0.1:${http}`,
+      "--otlp-grpc-endpoint", `127.0.0.1:${grpc}`,
+      "--exporter", "otlp",
+      "--otlp-exporter-protocol", "http",
+      "--otlp-exporter-endpoint", `http://127.0.0.1:${recorderPort}`,
+      "--batch-timeout", "50ms",
+    ], rotelLog);
+    await listening(http, rotel, "rotel", rotelLog);
+    const receiver = { endpoint: `http://127.0.0.1:${http}`, entries: [], log: rotelLog, stop };
+    let read = 0;
+    const poll = () => {
+      const text = existsSync(file) ? readFileSync(file, "utf8") : "";
+      const lines = text.split("\n");
+      lines.pop(); // the part after the last newline: nothing, or a line still being written
+      const now = performance.now();
+      for (const line of lines.slice(read)) receiver.entries.push({ ...JSON.parse(line), seenAt: now });
+      read = Math.max(read, lines.length);
+    };
+    const timer = setInterval(poll, 20);
+    receiver.poll = poll;
+    receiver.stop = () => {
+      clearInterval(timer);
+      stop();
+    };
+    return receiver;
+  } catch (error) {
+    stop();
+    throw error;
+  }
+}
+
+/**
+ * Every item received of one signal (`resourceSpans`/`scopeSpans`/`spans`, or the metrics'),
+ * each with its resource's `service.name` as `service` and its request's `seenAt`. Throws on a
+ * request the recorder could not decode.
+ */
+function received(receiver, signal) {
+  const [resources, scopes, items] =
+    signal === "traces" ? ["resourceSpans", "scopeSpans", "spans"] : ["resourceMetrics", "scopeMetrics", "metrics"];
+  receiver.poll();
+  const out = [];
+  for (const entry of receiver.entries) {
+    if (entry.error) throw new Error(`the recorder could not decode an export: ${JSON.stringify(entry)}`);
+    if (entry.signal !== signal) continue;
+    for (const resource of entry.body[resources] ?? []) {
+      const service = attribute(resource.resource ?? {}, "service.name");
+      for (const scope of resource[scopes] ?? []) {
+        for (const item of scope[items] ?? []) out.push({ ...item, service, seenAt: entry.seenAt });
+      }
+    }
+  }
+  return out;
+}
+
+/** An OTLP attribute's value as written (`stringValue`, `boolValue`, `intValue` as a string…). */
+function attribute(item, key) {
+  const found = (item.attributes ?? []).find((a) => a.key === key);
+  return found ? Object.values(found.value ?? {})[0] : undefined;
+}
+
+/** Waits until `done(spans)` holds for the spans received; throws with them after `ms`. */
+async function waitForSpans(receiver, ms, done) {
+  const until = performance.now() + ms;
+  for (;;) {
+    const spans = received(receiver, "traces");
+    if (done(spans)) return spans;
+    if (performance.now() > until) {
+      const log = readFileSync(receiver.log, "utf8");
+      throw new Error(`spans never arrived as expected; got ${JSON.stringify(spans)}\nrotel:\n${log}`);
+    }
+    await sleep(20);
+  }
+}
+
+/**
+ * The cumulative `rebuno.steps` of `service` as last exported, as `{ "<outcome>": N,
+ * replayed: N }` (live steps by outcome, replayed ones in all).
+ */
+function stepCounts(receiver, service) {
+  const last = received(receiver, "metrics")
+    .filter((m) => m.name === "rebuno.steps" && m.service === service)
+    .at(-1);
+  const counts = { replayed: 0 };
+  for (const point of last?.sum?.dataPoints ?? []) {
+    const key = attribute(point, "rebuno.replayed") === "true" ? "replayed" : attribute(point, "rebuno.outcome");
+    counts[key] = (counts[key] ?? 0) + Number(point.asInt);
+  }
+  return counts;
 }
 
 async function kernelJson(kernel, path, init) {
@@ -243,8 +416,14 @@ async function recordedOnceAndReplayed({ kernel, proxy, stub }, input, stream, l
   assert(asked === 1, `${asked} provider requests before the re-delivery`);
   const done = await waitTerminal(kernel, created.id, 40_000);
   assert(done.status === "completed", `status ${done.status}: ${JSON.stringify(done)}`);
+  await proxy.settled();
   const mine = proxy.deliveries.filter((d) => d.body.includes(created.id));
-  assert(mine.length === 2 && mine.every((d) => d.status === 200), `deliveries ${JSON.stringify(mine)}`);
+  if (!(mine.length === 2 && mine.every((d) => d.status === 200))) {
+    // What the kernel logged, to tell a run that never yielded from a delivery not recorded.
+    const log = (await events(kernel, created.id)).map((e) => [e.type ?? e.kind, e.payload?.attempt ?? e.payload?.target]);
+    const seen = mine.map(({ status, ms, at, body }) => ({ status, ms, at, attempt: JSON.parse(body).dispatch_attempt }));
+    throw new Error(`deliveries ${JSON.stringify(seen)}; kernel events ${JSON.stringify(log)}`);
+  }
   assert(stub.hits - before === 1, `${stub.hits - before} provider requests after the re-delivery`);
   const sent = stub.requests.at(-1);
   assert(sent.model === "gpt-test" && (sent.stream === true) === stream, `request ${JSON.stringify(sent)}`);
@@ -315,6 +494,119 @@ async function refusals(url) {
   return "401 for a wrong and a missing signature, 400 for a malformed payload";
 }
 
+/**
+ * Runs `input` on the telemetry Worker to completion and waits, with no further request to the
+ * Worker, for what its runs export: the `dispatch` span of each delivery and a span for each
+ * step the kernel recorded. Checks what both telemetry tests share: one trace, named by the
+ * execution id; each delivery's spans arrived within its waitUntil budget
+ * (REBUNO_WAIT_UNTIL_SECONDS after it reached the Worker) and before anything else reached the
+ * Worker; each step span named `<kind> <target>`, with the first 16 hex of its step id as span
+ * id, under the delivery that ran it, and exported once (replays are left out); span kinds and
+ * the `rebuno.*` attributes of the span contract (src/telemetry/mod.rs). Returns what the
+ * caller asserts on further.
+ */
+async function traced({ kernel, otelProxy, receiver }, input, deliveriesExpected) {
+  assert(receiver, "no OTLP receiver: set OTLP_PYTHON to the python of scripts/interop-venv.sh (run.sh does)");
+  const counted = stepCounts(receiver, OTEL_SERVICE);
+  const arrivalsBefore = otelProxy.arrivals.length;
+  const created = await createExecution(kernel, input, AGENT_OTEL);
+  const trace = created.id.replaceAll("-", "");
+  const done = await waitTerminal(kernel, created.id, 40_000);
+  assert(done.status === "completed", `status ${done.status}: ${JSON.stringify(done)}`);
+  const recorded = await steps(kernel, created.id);
+  assert(recorded.length > 0 && recorded.every((s) => s.status === "succeeded"), `steps ${JSON.stringify(recorded)}`);
+  const spans = await waitForSpans(receiver, 15_000, (spans) => {
+    const mine = spans.filter((s) => s.traceId === trace);
+    const dispatches = mine.filter((s) => attribute(s, "rebuno.span") === "rebuno.dispatch");
+    const stepsIn = recorded.every((r) => mine.some((s) => s.spanId === r.step_id.slice(0, 16)));
+    return dispatches.length >= deliveriesExpected && stepsIn;
+  });
+  const lastSeen = Math.max(...spans.filter((s) => s.traceId === trace).map((s) => s.seenAt));
+  await otelProxy.settled();
+  const deliveries = otelProxy.deliveries.filter((d) => d.body.includes(created.id));
+  assert(
+    deliveries.length === deliveriesExpected && deliveries.every((d) => d.status === 200),
+    `deliveries ${JSON.stringify(deliveries.map(({ status, ms }) => ({ status, ms })))}`,
+  );
+  const requests = otelProxy.arrivals.slice(arrivalsBefore).filter((at) => at <= lastSeen).length;
+  assert(requests === deliveriesExpected, `${requests} requests reached the Worker before its spans were all in`);
+
+  // Every span about this execution is in its trace, named by the execution id.
+  const about = spans.filter((s) => s.traceId === trace || attribute(s, "rebuno.execution_id") === created.id);
+  assert(about.every((s) => s.traceId === trace), `spans outside trace ${trace}: ${JSON.stringify(about)}`);
+  assert(about.every((s) => s.service === OTEL_SERVICE), `service.name ${JSON.stringify(about.map((s) => s.service))}`);
+  const ids = new Set(about.map((s) => s.spanId));
+  assert(ids.size === about.length, `span ids repeat: ${JSON.stringify(about.map((s) => [s.name, s.spanId]))}`);
+
+  const attempts = new Map();
+  for (const dispatch of about.filter((s) => attribute(s, "rebuno.span") === "rebuno.dispatch")) {
+    assert(dispatch.name === `dispatch ${AGENT_OTEL}`, `dispatch span name ${dispatch.name}`);
+    assert(dispatch.kind === "SPAN_KIND_SERVER", `dispatch kind ${dispatch.kind}`);
+    assert(!dispatch.parentSpanId, `a dispatch span has a parent: ${JSON.stringify(dispatch)}`);
+    assert(attribute(dispatch, "rebuno.execution_id") === created.id, `dispatch ${JSON.stringify(dispatch)}`);
+    assert(attribute(dispatch, "rebuno.agent_id") === AGENT_OTEL, `dispatch ${JSON.stringify(dispatch)}`);
+    attempts.set(Number(attribute(dispatch, "rebuno.attempt")), dispatch);
+  }
+  const expected = Array.from({ length: deliveriesExpected }, (_, i) => i + 1);
+  assert(
+    attempts.size === deliveriesExpected && expected.every((n) => attempts.has(n)),
+    `dispatch spans of attempts ${JSON.stringify([...attempts.keys()])}`,
+  );
+  const last = attempts.get(deliveriesExpected);
+  assert(attribute(last, "rebuno.outcome") === "completed" && !last.status?.code, `last dispatch ${JSON.stringify(last)}`);
+  // Each delivery's spans came within its own waitUntil budget, before the next delivery.
+  const budgetMs = Number(LIMITS.REBUNO_WAIT_UNTIL_SECONDS) * 1000;
+  for (const [attempt, dispatch] of attempts) {
+    const delivery = deliveries[attempt - 1];
+    const under = about.filter((s) => s === dispatch || s.parentSpanId === dispatch.spanId);
+    const late = under.filter((s) => s.seenAt > delivery.at + budgetMs);
+    assert(late.length === 0, `attempt ${attempt}: ${late.map((s) => s.name)} arrived after its ${budgetMs} ms budget`);
+    const next = deliveries[attempt];
+    const after = next ? under.filter((s) => s.seenAt >= next.at) : [];
+    assert(after.length === 0, `attempt ${attempt}: ${after.map((s) => s.name)} arrived after the next delivery`);
+  }
+
+  // A step that ran (or failed) has a result; one stopped before it ran is decided again by
+  // the next delivery, so its span has an id of its delivery's, not its step id's.
+  const allSteps = about.filter((s) => attribute(s, "rebuno.span") === "rebuno.step");
+  const stepSpans = allSteps.filter((s) => attribute(s, "rebuno.outcome") === "succeeded");
+  const names = stepSpans.map((s) => s.name);
+  assert(stepSpans.length === recorded.length, `${names.length} step spans for ${recorded.length} steps: ${names}`);
+  const parents = new Map([...attempts].map(([attempt, d]) => [d.spanId, attempt]));
+  const placed = {};
+  for (const step of recorded) {
+    const span = stepSpans.find((s) => s.spanId === step.step_id.slice(0, 16));
+    const name = `${step.kind} ${step.target}`;
+    assert(span?.name === name, `no span ${step.step_id.slice(0, 16)} named ${name}: ${JSON.stringify(stepSpans)}`);
+    const kind = step.kind === "llm_call" ? "SPAN_KIND_CLIENT" : "SPAN_KIND_INTERNAL";
+    assert(span.kind === kind, `${name}: kind ${span.kind}`);
+    assert(parents.has(span.parentSpanId), `${name}: parent ${span.parentSpanId} is no dispatch of this execution`);
+    const live = attribute(span, "rebuno.replayed") === false && attribute(span, "rebuno.step_id") === step.step_id;
+    assert(live && !span.status?.code, `${name}: ${JSON.stringify(span)}`);
+    placed[name] = parents.get(span.parentSpanId);
+  }
+  const others = allSteps
+    .filter((s) => !stepSpans.includes(s))
+    .map((s) => {
+      assert(parents.has(s.parentSpanId), `${s.name}: parent ${s.parentSpanId} is no dispatch of this execution`);
+      assert(recorded.every((r) => r.step_id.slice(0, 16) !== s.spanId), `${s.name} took a recorded step's span id`);
+      return `${s.name} ${attribute(s, "rebuno.outcome")} under attempt ${parents.get(s.parentSpanId)}`;
+    });
+
+  // The metrics of the same flushes: cumulative per isolate, so compared with before the run.
+  let metrics;
+  for (let i = 0; i < 100; i++) {
+    const now = stepCounts(receiver, OTEL_SERVICE);
+    const added = Object.entries(now).map(([key, n]) => [key, n - (counted[key] ?? 0)]);
+    metrics = Object.fromEntries(added.filter(([, n]) => n));
+    if ((metrics.succeeded ?? 0) >= recorded.length) break;
+    await sleep(50);
+  }
+  const seconds = ((lastSeen - deliveries[0].at) / 1000).toFixed(1);
+  const note = `${about.length} spans in trace ${trace.slice(0, 8)}…, the last ${seconds} s after the first delivery; rebuno.steps +${JSON.stringify(metrics)}`;
+  return { attempts, placed, others, metrics, note };
+}
+
 const tests = [
   [
     "a signed dispatch gets 200 at once and the execution completes",
@@ -323,6 +615,7 @@ const tests = [
       const done = await waitTerminal(kernel, created.id, 20_000);
       assert(done.status === "completed", `status ${done.status}: ${JSON.stringify(done)}`);
       assert(done.output?.words === 5 && done.output?.longest === "cloudflare", `output ${JSON.stringify(done.output)}`);
+      await proxy.settled();
       const mine = proxy.deliveries.filter((d) => d.body.includes(created.id));
       assert(mine.length === 1, `${mine.length} deliveries`);
       assert(mine[0].status === 200, `ack status ${mine[0].status}`);
@@ -342,6 +635,7 @@ const tests = [
       const done = await waitTerminal(kernel, created.id, 40_000);
       assert(done.status === "completed", `status ${done.status}: ${JSON.stringify(done)}`);
       assert(done.output?.worked_ms === 3500, `output ${JSON.stringify(done.output)}`);
+      await proxy.settled();
       const mine = proxy.deliveries.filter((d) => d.body.includes(created.id));
       assert(mine.length === 2 && mine.every((d) => d.status === 200), `deliveries ${JSON.stringify(mine)}`);
       const log = await events(kernel, created.id);
@@ -417,6 +711,7 @@ const tests = [
       assert(done.status === "completed", `status ${done.status}: ${JSON.stringify(done)}`);
       assert(done.output?.content === ANSWER && done.output?.worked_ms === 500, `output ${JSON.stringify(done.output)}`);
       assert(done.output?.chunks >= 5, `${done.output?.chunks} chunks read live: the stream was not read as it came`);
+      await doProxy.settled();
       const mine = doProxy.deliveries.filter((d) => d.body.includes(created.id));
       assert(mine.length === 1 && mine[0].status === 200, `deliveries ${JSON.stringify(mine)}`);
       assert(mine[0].ms < 1000, `ack took ${mine[0].ms} ms, the run takes over 9000 ms`);
@@ -431,6 +726,40 @@ const tests = [
       assert(calls.length === 1 && calls[0].status === "succeeded", `llm_call steps ${JSON.stringify(calls)}`);
       const seconds = ((performance.now() - started) / 1000).toFixed(1);
       return `1 delivery (ack ${mine[0].ms.toFixed(1)} ms) for a ${seconds} s run past the 6 s budget, ${done.output.chunks} chunk(s) read live, 1 provider request; the same delivery repeated mid-stream reached the same object (${named.slice(0, 12)}…) and was not run again`;
+    },
+  ],
+  [
+    "with OTEL_EXPORTER_OTLP_ENDPOINT, a run exports its dispatch and step spans over OTLP within its waitUntil",
+    async (context) => {
+      const { attempts, placed, others, metrics, note } = await traced(context, { text: "traced at the edge", work_ms: 200 }, 1);
+      const names = Object.keys(placed).sort();
+      const want = ["local checked_at", "local work", "tool_call analyze_text"];
+      assert(JSON.stringify(names) === JSON.stringify(want), `step spans ${JSON.stringify(names)}`);
+      assert(others.length === 0, `other step spans: ${JSON.stringify(others)}`);
+      assert(attribute(attempts.get(1), "rebuno.attempt") === "1", `attempt ${JSON.stringify(attempts.get(1))}`);
+      assert(JSON.stringify(metrics) === '{"succeeded":3}', `rebuno.steps counted ${JSON.stringify(metrics)}`);
+      return note;
+    },
+  ],
+  [
+    "with OTEL_EXPORTER_OTLP_ENDPOINT, a run that yields and resumes exports each live step once, under its delivery",
+    async (context) => {
+      // As in the yield test: `checked_at` is left to the re-delivery, which replays the rest.
+      const { attempts, placed, others, metrics, note } = await traced(context, { text: "slow and steady", work_ms: 3500 }, 2);
+      const first = attempts.get(1);
+      assert(
+        attribute(first, "rebuno.outcome") === "stopped" && attribute(first, "rebuno.stop") === "deadline",
+        `first dispatch ${JSON.stringify(first)}`,
+      );
+      const want = { "local checked_at": 2, "local work": 1, "tool_call analyze_text": 1 };
+      assert(JSON.stringify(placed, Object.keys(want)) === JSON.stringify(want), `step spans under attempts ${JSON.stringify(placed)}`);
+      // The first delivery stopped before `checked_at`: a span of its own, with no step id.
+      const stopped = ["local checked_at stopped under attempt 1"];
+      assert(JSON.stringify(others) === JSON.stringify(stopped), `other step spans: ${JSON.stringify(others)}`);
+      // The replays are not exported, but counted.
+      const counted = JSON.stringify(metrics, ["succeeded", "stopped", "replayed"]);
+      assert(counted === '{"succeeded":3,"stopped":1,"replayed":2}', `rebuno.steps counted ${JSON.stringify(metrics)}`);
+      return note;
     },
   ],
   [
@@ -466,9 +795,14 @@ async function main() {
     const doPort = await freePort();
     const doProxy = await startProxy(`http://127.0.0.1:${doPort}`);
     cleanup.push(() => doProxy.server.close());
-    const kernel = await startKernel({ [AGENT]: proxy.url, [AGENT_DO]: doProxy.url });
+    const otelPort = await freePort();
+    const otelProxy = await startProxy(`http://127.0.0.1:${otelPort}`);
+    cleanup.push(() => otelProxy.server.close());
+    const receiver = OTLP_PYTHON ? await startReceiver(OTLP_PYTHON) : null;
+    if (receiver) cleanup.push(() => receiver.stop());
+    const kernel = await startKernel({ [AGENT]: proxy.url, [AGENT_DO]: doProxy.url, [AGENT_OTEL]: otelProxy.url });
     cleanup.push(() => kernel.child.kill());
-    const worker = (port, agentId, extra) =>
+    const worker = (port, agentId, extra, vars = {}) =>
       new Miniflare({
         host: "127.0.0.1",
         port,
@@ -478,7 +812,7 @@ async function main() {
         modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
         compatibilityDate: "2026-04-01",
         cf: false, // no fetch of the Request.cf object from workers.cloudflare.com
-        bindings: { REBUNO_URL: kernel.url, REBUNO_AGENT_SECRET: SECRET, REBUNO_AGENT_ID: agentId, ...LIMITS },
+        bindings: { REBUNO_URL: kernel.url, REBUNO_AGENT_SECRET: SECRET, REBUNO_AGENT_ID: agentId, ...LIMITS, ...vars },
         log: new Log(process.env.MINIFLARE_DEBUG ? LogLevel.DEBUG : LogLevel.WARN),
         ...extra,
       });
@@ -489,12 +823,18 @@ async function main() {
     // production, durable_object_io_tasks_prevent_eviction; it does not evict locally anyway.)
     const mfDo = worker(doPort, AGENT_DO, { durableObjects: { REBUNO_RUNS: "RebunoRun" } });
     cleanup.push(() => mfDo.dispose());
+    // Telemetry: the same module exporting to the OTLP receiver (when there is one).
+    const otelVars = receiver ? { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_SERVICE_NAME: OTEL_SERVICE } : {};
+    const mfOtel = worker(otelPort, AGENT_OTEL, {}, otelVars);
+    cleanup.push(() => mfOtel.dispose());
     const started = performance.now();
     const ready = await mf.ready;
     await mfDo.ready;
+    await mfOtel.ready;
     console.log(`workerd ready at ${ready} in ${(performance.now() - started).toFixed(0)} ms`);
     const doWorker = `http://127.0.0.1:${doPort}`;
-    const { passed, failed } = await runAll({ kernel, proxy, doProxy, doWorker, mf, mfDo, stub });
+    const context = { kernel, proxy, doProxy, doWorker, mf, mfDo, stub, otelProxy, receiver };
+    const { passed, failed } = await runAll(context);
     console.log(`wasm ${raw} B raw, ${gzip} B gzip (limit 1000000 B gzip)`);
     console.log(`${passed} passed, ${failed} failed`);
     return failed === 0 && gzip < 1_000_000;
@@ -506,7 +846,10 @@ async function main() {
 async function runAll(context) {
   let passed = 0;
   let failed = 0;
+  // WORKERS_TESTS=regex runs only the tests whose name matches.
+  const only = process.env.WORKERS_TESTS ? new RegExp(process.env.WORKERS_TESTS) : null;
   for (const [name, run] of tests) {
+    if (only && !only.test(name)) continue;
     const started = performance.now();
     try {
       const note = await run(context);

@@ -16,6 +16,9 @@ use worker::{
 // The rig completion: its text and how many pieces rig delivered.
 #[cfg(feature = "rig")]
 use crate::rig::ask as ask_rig;
+// The OTLP export when `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
+#[cfg(feature = "otel")]
+use crate::telemetry::install as install_telemetry;
 use crate::text::{Analysis, Analyze, analyze, answer_text};
 
 /// The agent id when `REBUNO_AGENT_ID` is not set.
@@ -131,6 +134,8 @@ fn agent(env: &Env) -> rebuno::Result<Agent> {
     if let Some(agent) = AGENT.with(|cell| cell.get().cloned()) {
         return Ok(agent);
     }
+    // Before the agent's first run, so its spans reach the exporter.
+    install_telemetry(env);
     let id = env
         .var("REBUNO_AGENT_ID")
         .map_or_else(|_| DEFAULT_AGENT_ID.to_owned(), |v| v.to_string());
@@ -142,6 +147,16 @@ fn agent(env: &Env) -> rebuno::Result<Agent> {
         .build()?;
     AGENT.with(|cell| cell.set(agent.clone()).ok());
     Ok(agent)
+}
+
+/// Without the `otel` feature there is no exporter: say so when one is configured.
+#[cfg(not(feature = "otel"))]
+fn install_telemetry(env: &Env) {
+    if env.var("OTEL_EXPORTER_OTLP_ENDPOINT").is_ok() {
+        worker::console_warn!(
+            "OTEL_EXPORTER_OTLP_ENDPOINT is set, but this Worker was built without the `otel` feature: no OTLP export"
+        );
+    }
 }
 
 /// A durable tool: policy applies to it, and a replayed dispatch gets the recorded result.

@@ -37,11 +37,21 @@
 //! the crate's `rig` feature, which adds about 360 KB gzipped to the wasm:
 //! `worker-build --release . --features rig`. Without it, such an input fails the execution
 //! with a message saying so.
+//!
+//! With the crate's `otel` feature (`worker-build --release . --features otel`), a var
+//! `OTEL_EXPORTER_OTLP_ENDPOINT` (`http://collector:4318`) turns on the OTLP/HTTP export of
+//! `rebuno::telemetry` over the Workers fetch: one trace per execution (trace id = execution
+//! id), a `dispatch <agent>` span per delivery and a span per live step, sent with the SDK's
+//! metrics by each run as the last act of its `ctx.wait_until` task. `OTEL_SERVICE_NAME` (a
+//! var) names the service, default `workers-example`. Built without the feature, the endpoint
+//! var only gets a warning in the Worker's log.
 
 #[cfg(target_arch = "wasm32")]
 mod agent;
 #[cfg(all(target_arch = "wasm32", feature = "rig"))]
 mod rig;
+#[cfg(all(target_arch = "wasm32", feature = "otel"))]
+mod telemetry;
 // Used by the wasm32-only agent; compiled everywhere so its tests run on the host.
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 mod text;
