@@ -81,6 +81,9 @@ pub enum ErrorKind {
     Protocol,
     /// A wait the caller bounded ran out of time first (for example [`Client::wait`](crate::client::Client::wait)).
     Timeout,
+    /// An execution a client ran to its end ([`CreateExecution::run`](crate::client::CreateExecution::run))
+    /// failed or was cancelled; see [`Error::reason`].
+    ExecutionFailed,
 }
 
 impl Error {

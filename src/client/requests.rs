@@ -1,11 +1,14 @@
 //! Request builders of the [`Client`] with optional fields.
 
+use std::time::Duration;
+
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use tracing::Instrument as _;
 
 use super::Client;
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use crate::wire::{Execution, ExecutionPage, ExecutionStatus, SpawnedBy};
 
 /// An execution being created; finish with [`send`](Self::send). See [`Client::create`].
@@ -111,6 +114,60 @@ impl CreateExecution {
             span.record("execution_id", execution.id.as_str());
         }
         created
+    }
+}
+
+impl CreateExecution {
+    /// Creates the execution, waits up to `timeout` for it to end, and returns its output as
+    /// `T`: a durable agent called like a function.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: rebuno::client::Client) -> rebuno::Result<()> {
+    /// use std::time::Duration;
+    /// let summary: String = client
+    ///     .create("summarizer")
+    ///     .input(serde_json::json!({ "url": "https://example.com" }))
+    ///     .run(Duration::from_secs(60))
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::ExecutionFailed`] when it failed or was cancelled (the reason in
+    /// [`Error::reason`]); [`ErrorKind::Timeout`] when it is still going after `timeout` (it
+    /// goes on; the message names it); [`ErrorKind::Serde`] when the output does not fit `T`;
+    /// the errors of [`send`](Self::send).
+    pub async fn run<T: DeserializeOwned>(self, timeout: Duration) -> Result<T> {
+        let client = self.client.clone();
+        let created = self.send().await?;
+        let ended = client.wait(&created.id, timeout).await?;
+        output_of(ended)
+    }
+}
+
+/// The output of an execution that ended, or why there is none.
+fn output_of<T: DeserializeOwned>(execution: Execution) -> Result<T> {
+    let id = execution.id;
+    let ended = |how: &str, reason: String| {
+        let message = if reason.is_empty() {
+            format!("execution {id} {how}")
+        } else {
+            format!("execution {id} {how}: {reason}")
+        };
+        Err(Error::new(ErrorKind::ExecutionFailed, message).with_reason(reason))
+    };
+    match execution.status {
+        ExecutionStatus::Completed => {
+            serde_json::from_value(execution.output.unwrap_or(Value::Null))
+                .map_err(|e| Error::serde("the execution's output does not fit its type", e))
+        }
+        ExecutionStatus::Failed => ended("failed", execution.failure_reason),
+        ExecutionStatus::Cancelled => ended("was cancelled", execution.failure_reason),
+        status => Err(Error::new(
+            ErrorKind::Protocol,
+            format!("execution {id} is {status:?}, not ended"),
+        )),
     }
 }
 

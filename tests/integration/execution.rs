@@ -192,3 +192,103 @@ async fn a_client_wait_that_runs_out_of_time_is_a_timeout() {
     assert_eq!(done.output, Some(json!("awake")));
     served.shutdown().await;
 }
+
+/// `CreateExecution::run`: a durable agent called like a function, its output typed; a failure
+/// or a cancellation is an `ExecutionFailed` error with the reason; a run still going when the
+/// wait ends is a `Timeout` that names it.
+#[tokio::test]
+async fn run_creates_waits_and_returns_the_typed_output_or_why_there_is_none() {
+    use rebuno::ErrorKind;
+    use rebuno::client::Client;
+    use std::time::Duration;
+    let _trace = trace_init();
+    let (kernel, served) = kernel_with("counter", |agent| {
+        agent.handler(|input: serde_json::Value| async move {
+            match input["words"].as_str() {
+                Some("slow") => {
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    Ok(0)
+                }
+                Some(words) => Ok(words.split_whitespace().count()),
+                None => Err(HandlerError::from("no words to count")),
+            }
+        })
+    })
+    .await;
+    let client = Client::builder().base_url(kernel.url()).build().unwrap();
+
+    let counted: usize = client
+        .create("counter")
+        .input(json!({ "words": "durable agents on every host" }))
+        .run(WAIT)
+        .await
+        .unwrap();
+    assert_eq!(counted, 5);
+
+    let failed = client
+        .create("counter")
+        .input(json!({}))
+        .run::<usize>(WAIT)
+        .await
+        .unwrap_err();
+    assert_eq!(failed.kind(), ErrorKind::ExecutionFailed);
+    assert!(
+        failed
+            .reason()
+            .unwrap_or_default()
+            .contains("no words to count"),
+        "{failed}"
+    );
+
+    let unfitting = client
+        .create("counter")
+        .input(json!({ "words": "one" }))
+        .run::<String>(WAIT)
+        .await
+        .unwrap_err();
+    assert_eq!(unfitting.kind(), ErrorKind::Serde, "{unfitting}");
+
+    let waiting = client
+        .create("counter")
+        .input(json!({ "words": "slow" }))
+        .run::<usize>(Duration::from_millis(300))
+        .await
+        .unwrap_err();
+    assert_eq!(waiting.kind(), ErrorKind::Timeout);
+    let going = client
+        .list()
+        .agent_id("counter")
+        .send()
+        .await
+        .unwrap()
+        .executions
+        .into_iter()
+        .find(|e| !e.status.is_terminal())
+        .expect("the slow execution goes on");
+    assert!(waiting.to_string().contains(&going.id), "{waiting}");
+
+    // Cancelled while `run` waits on it.
+    client.cancel(&going.id).await.unwrap();
+    let slow = client
+        .create("counter")
+        .input(json!({ "words": "slow" }))
+        .idempotency_key("slow-2");
+    let waiter = tokio::spawn(slow.run::<usize>(WAIT));
+    let second = loop {
+        let page = client.list().agent_id("counter").send().await.unwrap();
+        if let Some(found) = page
+            .executions
+            .into_iter()
+            .find(|e| e.idempotency_key.as_deref() == Some("slow-2"))
+        {
+            break found;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    client.cancel(&second.id).await.unwrap();
+    let cancelled = waiter.await.unwrap().unwrap_err();
+    assert_eq!(cancelled.kind(), ErrorKind::ExecutionFailed);
+    assert!(cancelled.to_string().contains("cancelled"), "{cancelled}");
+    served.shutdown().await;
+    kernel.shutdown().await;
+}
