@@ -63,6 +63,7 @@ mod record;
 mod service;
 mod step;
 mod tee;
+mod usage;
 
 pub use self::body::LlmBody;
 #[cfg(any(

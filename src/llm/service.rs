@@ -44,6 +44,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 pub struct DurableLlm<S = TransportService> {
     inner: S,
     context: Option<ExecutionContext>,
+    include_usage: bool,
 }
 
 impl DurableLlm<TransportService> {
@@ -72,7 +73,26 @@ impl<S> DurableLlm<S> {
         Self {
             inner,
             context: None,
+            include_usage: false,
         }
+    }
+
+    /// Asks streamed calls for their token usage: a JSON request with `"stream": true` and no
+    /// `stream_options.include_usage` gets `stream_options.include_usage: true` (what
+    /// OpenAI-style providers need to report usage in a stream), so the kernel can meter the
+    /// answer against a token budget. Off by default; the change is the same on every
+    /// delivery, so the step's identity does not move.
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), rebuno::kernel::TransportError> {
+    /// let transport = rebuno::kernel::ReqwestTransport::new()?;
+    /// let llm = rebuno::llm::DurableLlm::from_transport(transport).include_usage(true);
+    /// # drop(llm); Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn include_usage(mut self, include: bool) -> Self {
+        self.include_usage = include;
+        self
     }
 
     /// The execution this service is bound to, if any (see [`bound`](Self::bound)), for the
@@ -135,6 +155,7 @@ impl<S> DurableLlm<S> {
 #[derive(Debug, Clone, Default)]
 pub struct DurableLlmLayer {
     context: Option<ExecutionContext>,
+    include_usage: bool,
 }
 
 impl DurableLlmLayer {
@@ -149,6 +170,13 @@ impl DurableLlmLayer {
         self.context = Some(context);
         self
     }
+
+    /// Asks streamed calls for their token usage (see [`DurableLlm::include_usage`]).
+    #[must_use]
+    pub fn include_usage(mut self, include: bool) -> Self {
+        self.include_usage = include;
+        self
+    }
 }
 
 impl<S> tower_layer::Layer<S> for DurableLlmLayer {
@@ -158,6 +186,7 @@ impl<S> tower_layer::Layer<S> for DurableLlmLayer {
         DurableLlm {
             inner,
             context: self.context.clone(),
+            include_usage: self.include_usage,
         }
     }
 }
@@ -181,6 +210,11 @@ where
     fn call(&mut self, request: http::Request<Bytes>) -> Self::Future {
         let inner = self.inner.clone();
         let bound = self.context.clone();
+        let request = if self.include_usage {
+            super::usage::requested(request)
+        } else {
+            request
+        };
         Box::pin(async move {
             // Read at first poll, so the handler's execution is the one in scope.
             let context = bound.or_else(current);

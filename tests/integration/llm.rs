@@ -622,3 +622,93 @@ async fn live_deltas_are_best_effort_a_failing_publish_loses_nothing() {
     );
     served.shutdown().await;
 }
+
+/// A token budget counts streamed calls only when they report usage: with
+/// `DurableLlm::include_usage(true)` the stream asks for it, the kernel meters the recorded
+/// answer, and the call after the budget is spent is denied; without it both calls go through.
+#[tokio::test]
+async fn a_token_budget_stops_streamed_calls_that_ask_for_their_usage() {
+    const BUDGET: &str = "default_action: allow\nrules:\n  - id: llm-budget\n    when: { step_kind: llm_call }\n    then: { decision: allow, budget: { max_tokens: 10 } }\n";
+    let stub = LlmStub::start().await;
+    let kernel = DevKernel::start().await.unwrap();
+    let agent = agent(&kernel, "budgeted")
+        .handler(|input: Value| async move {
+            let transport = rebuno::kernel::HyperTransport::new()?;
+            let llm = rebuno::llm::DurableLlm::from_transport(transport)
+                .include_usage(input["include_usage"].as_bool() == Some(true));
+            let mut answers = Vec::new();
+            for question in ["first", "second"] {
+                let body = json!({
+                    "model": "gpt-test",
+                    "messages": [{ "role": "user", "content": question }],
+                    "stream": true,
+                });
+                let request = http::Request::post(input["url"].as_str().unwrap_or_default())
+                    .header("content-type", "application/json")
+                    .body(Bytes::from(body.to_string()))?;
+                // A denied call answers with a refusal (what the Python SDK does), not an error.
+                // Read to its end: the answer (and its usage) is recorded before the end shows.
+                let answer = llm.send(request).await?;
+                answers.push(answer.status().as_u16());
+                answer.into_body().text().await?;
+            }
+            Ok::<_, HandlerError>(json!(answers))
+        })
+        .build()
+        .unwrap();
+    let served = serve(agent).await;
+    kernel
+        .register_agent(
+            AgentSpec::new("budgeted", served.webhook_url(), SECRET).policy_yaml(BUDGET),
+        )
+        .unwrap();
+
+    let metered = kernel
+        .create_execution(NewExecution::new(
+            "budgeted",
+            json!({ "url": stub.chat_url(), "include_usage": true }),
+        ))
+        .await
+        .unwrap();
+    let metered = kernel.wait_terminal(metered.id, WAIT).await.unwrap();
+    let statuses = metered.output.clone().unwrap_or_default();
+    assert_eq!(statuses[0], 200, "{metered:?}");
+    assert_eq!(statuses[1], 403, "the second call was refused: {metered:?}");
+    let denied = kernel
+        .events(metered.id)
+        .into_iter()
+        .find(|e| e.kind == "step.denied")
+        .expect("the budget denied the second call");
+    assert!(
+        denied.payload.to_string().contains("budget"),
+        "{:?}",
+        denied.payload
+    );
+    let first = kernel
+        .steps(metered.id)
+        .into_iter()
+        .find(|s| s.status == rebuno_devkernel::StepStatus::Succeeded)
+        .map(|s| serde_json::to_value(s).unwrap())
+        .expect("the first call was recorded");
+    assert_eq!(
+        (first["usage_input"].clone(), first["usage_output"].clone()),
+        (json!(12), json!(4)),
+        "the recorded stream carries its usage: {first:#}"
+    );
+
+    let unmetered = kernel
+        .create_execution(NewExecution::new(
+            "budgeted",
+            json!({ "url": stub.chat_url(), "include_usage": false }),
+        ))
+        .await
+        .unwrap();
+    let unmetered = kernel.wait_terminal(unmetered.id, WAIT).await.unwrap();
+    assert_eq!(
+        unmetered.output,
+        Some(json!([200, 200])),
+        "no usage, nothing to count: {unmetered:?}"
+    );
+    served.shutdown().await;
+    kernel.shutdown().await;
+}
