@@ -292,3 +292,60 @@ async fn run_creates_waits_and_returns_the_typed_output_or_why_there_is_none() {
     served.shutdown().await;
     kernel.shutdown().await;
 }
+
+/// `Fork::policy_bundle`: the fork of a finished execution runs again under another policy, so
+/// a tool the original called is denied in the fork (and the original keeps its result).
+#[tokio::test]
+async fn a_fork_under_another_policy_bundle_is_decided_by_it() {
+    use rebuno::client::Client;
+    let _trace = trace_init();
+    let (kernel, served) = kernel_with("publisher", |agent| {
+        let publish = define_tool("publish").execute(|text: String| async move {
+            Ok::<_, HandlerError>(format!("published {text}"))
+        });
+        agent.handler(move |text: String| {
+            let publish = publish.clone();
+            async move {
+                match publish.call(text).await {
+                    Ok(done) => Ok::<_, HandlerError>(json!({ "published": done })),
+                    Err(error) if error.kind() == rebuno::ErrorKind::Policy => {
+                        Ok(json!({ "denied": error.reason() }))
+                    }
+                    Err(error) => Err(error.into()),
+                }
+            }
+        })
+    })
+    .await;
+    let client = Client::builder().base_url(kernel.url()).build().unwrap();
+    let original = client
+        .create("publisher")
+        .input(json!("the post"))
+        .send()
+        .await
+        .unwrap();
+    let original = client.wait(&original.id, WAIT).await.unwrap();
+    assert_eq!(
+        original.output,
+        Some(json!({ "published": "published the post" }))
+    );
+    let started = kernel
+        .events(original.id.parse().unwrap())
+        .iter()
+        .position(|e| e.kind == "execution.started")
+        .unwrap() as u64
+        + 1;
+    let strict = "default_action: allow\nrules:\n  - id: no-publishing\n    when: { target: publish }\n    then: { decision: deny, reason: frozen }\n";
+    let fork = client
+        .fork(original.id.clone(), started)
+        .policy_bundle(strict)
+        .send()
+        .await
+        .unwrap();
+    let fork = client.wait(&fork.id, WAIT).await.unwrap();
+    assert_eq!(fork.output, Some(json!({ "denied": "frozen" })), "{fork:?}");
+    let again = client.get(&original.id).await.unwrap();
+    assert_eq!(again.output, original.output, "the original is untouched");
+    served.shutdown().await;
+    kernel.shutdown().await;
+}
