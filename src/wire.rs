@@ -108,6 +108,10 @@ pub struct Execution {
     /// Last update time (RFC 3339).
     #[serde(default)]
     pub updated_at: String,
+    /// When the kernel cancels it (`deadline_exceeded`) unless it has ended (RFC 3339; only
+    /// when the kernel sets execution deadlines).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_at: Option<String>,
 }
 
 /// What the kernel decided about a submitted step.

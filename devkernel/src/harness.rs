@@ -191,6 +191,15 @@ impl DevKernelBuilder {
         self
     }
 
+    /// How long an execution may take: each gets `deadline_at` (creation plus `limit`) and
+    /// is cancelled with `deadline_exceeded` when it has not ended by then, as the Go kernel's
+    /// `ExecutionDeadlineTimeout` does (default: none).
+    #[must_use]
+    pub fn execution_deadline(mut self, limit: Duration) -> Self {
+        self.config.execution_deadline = Some(limit);
+        self
+    }
+
     /// Runs the kernel on a manual clock, frozen at the start until [`DevKernel::advance`]
     /// moves it: leases, delivery backoff, approval expiry, rate-limit refill and event
     /// times all read it, so a test of a one-hour approval timeout runs in milliseconds.

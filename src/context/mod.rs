@@ -40,6 +40,8 @@ struct Inner {
     input: Value,
     lease: Lease,
     deadline: Option<Deadline>,
+    /// The execution's own deadline, as the kernel wrote it.
+    deadline_at: Option<String>,
     control: Mutex<Option<ErrorKind>>,
     /// Whether a kernel call of this dispatch failed for want of a connection or an answer.
     kernel_lost: std::sync::atomic::AtomicBool,
@@ -80,6 +82,19 @@ pub async fn previous() -> Result<Value> {
     execution()?.previous().await
 }
 
+/// The earlier of the host's deadline and the execution's `deadline_at` (with the host's
+/// margin, or the default one).
+fn earliest(host: Option<Deadline>, execution: Option<&str>) -> Option<Deadline> {
+    let Some(at) = execution.and_then(crate::rt::rfc3339::unix_millis) else {
+        return host;
+    };
+    match host {
+        Some(host) if host.unix_millis() <= at => Some(host),
+        Some(host) => Some(Deadline::at_unix_millis(at).margin(host.margin_duration())),
+        None => Some(Deadline::at_unix_millis(at)),
+    }
+}
+
 impl ExecutionContext {
     pub(crate) fn new(
         kernel: KernelClient,
@@ -94,8 +109,9 @@ impl ExecutionContext {
                 agent_id: execution.agent_id.clone(),
                 session: execution.session.clone(),
                 input: execution.input.clone(),
+                deadline_at: execution.deadline_at.clone(),
                 lease,
-                deadline,
+                deadline: earliest(deadline, execution.deadline_at.as_deref()),
                 control: Mutex::new(None),
                 kernel_lost: std::sync::atomic::AtomicBool::new(false),
                 state: Mutex::new(None),
@@ -125,6 +141,13 @@ impl ExecutionContext {
     /// The raw input, as created.
     pub fn input(&self) -> &Value {
         &self.inner.input
+    }
+
+    /// When the kernel cancels this execution unless it has ended (RFC 3339), if it sets
+    /// execution deadlines. The run starts no step within the host deadline's margin of it,
+    /// as it does before the host's own deadline: the earlier of the two counts.
+    pub fn deadline_at(&self) -> Option<&str> {
+        self.inner.deadline_at.as_deref()
     }
 
     /// The dispatch this run was delivered under.
@@ -251,7 +274,7 @@ impl ExecutionContext {
         let near = *lock(&self.inner.control) == Some(ErrorKind::DeadlineReached)
             || self.inner.deadline.is_some_and(|d| d.is_near(now));
         if near {
-            tracing::info!("host deadline near: yielding before the next step");
+            tracing::info!("deadline near: yielding before the next step");
             return Err(self.note(Error::deadline_reached()));
         }
         Ok(())

@@ -6,6 +6,7 @@
 //! their own.
 
 mod maybe;
+pub(crate) mod rfc3339;
 #[cfg(all(feature = "rt-tokio", not(target_arch = "wasm32")))]
 mod tokio;
 
@@ -223,6 +224,11 @@ impl Deadline {
     /// The deadline in Unix milliseconds.
     pub fn unix_millis(&self) -> u64 {
         self.unix_millis
+    }
+
+    /// How long before the deadline no new step starts.
+    pub fn margin_duration(&self) -> Duration {
+        self.margin
     }
 }
 

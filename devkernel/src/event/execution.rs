@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::private::hidden_or_none;
 use crate::model::present;
-use crate::model::{Execution, ExecutionStatus, Restoration, SpawnedBy};
+use crate::model::{Execution, ExecutionStatus, Restoration, SpawnedBy, Timestamp};
 
 /// `execution.created`: the new execution, pending.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -19,6 +19,9 @@ pub(crate) struct Created {
     pub(crate) session: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) spawned_by: Option<SpawnedBy>,
+    /// When the kernel cancels it if it has not ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) deadline_at: Option<Timestamp>,
     /// The whole projection at creation (private).
     #[serde(default, skip_serializing_if = "hidden_or_none")]
     pub(crate) execution: Option<Box<Execution>>,
@@ -32,6 +35,7 @@ impl Created {
             status: ExecutionStatus::Pending,
             session: exec.session.clone(),
             spawned_by: exec.spawned_by.clone(),
+            deadline_at: exec.deadline_at,
             execution: Some(Box::new(exec.clone())),
         }
     }
@@ -46,6 +50,9 @@ pub(crate) struct Started {
     pub(crate) session: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) parent_execution_id: Option<Uuid>,
+    /// When the kernel cancels it if it has not ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) deadline_at: Option<Timestamp>,
 }
 
 /// `execution.blocked` and `execution.resumed`: a status change with an optional reason.

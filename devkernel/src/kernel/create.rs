@@ -110,6 +110,8 @@ struct Plan {
     session: Option<String>,
     key: Option<String>,
     parent: Option<Uuid>,
+    /// The kernel's execution deadline, counted from creation.
+    deadline: Option<std::time::Duration>,
 }
 
 impl Kernel {
@@ -159,6 +161,7 @@ impl Kernel {
             session,
             key,
             parent,
+            deadline: self.config().execution_deadline,
         })
     }
 
@@ -284,11 +287,13 @@ impl Kernel {
         if state.exec.status != ExecutionStatus::Pending {
             return followups;
         }
+        let deadline_at = state.exec.deadline_at;
         state.record(EventBody::ExecutionStarted(Started {
             execution_id: id,
             status: ExecutionStatus::Running,
             session,
             parent_execution_id: head,
+            deadline_at,
         }));
         super::resources::inherit(&mut state, inherited);
         let dispatch = state.enqueue_dispatch(self.clock().now());
@@ -323,6 +328,7 @@ fn new_execution(plan: &Plan, id: Uuid, created: Timestamp) -> Execution {
         idempotency_key: plan.key.clone(),
         spawned_by: request.spawned_by.clone(),
         on_behalf_of: non_empty(request.on_behalf_of.clone()),
+        deadline_at: plan.deadline.map(|after| created.plus(after)),
         ..Execution::pending(id, request.agent_id.clone(), input, created)
     }
 }

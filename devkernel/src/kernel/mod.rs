@@ -65,6 +65,8 @@ pub(crate) struct Config {
     pub(crate) approval_timeout: Duration,
     /// How often the reaper looks for expired leases and approvals.
     pub(crate) sweep_interval: Duration,
+    /// How long an execution may take before it is cancelled (`deadline_exceeded`).
+    pub(crate) execution_deadline: Option<Duration>,
     /// Where every time the kernel reads comes from.
     pub(crate) clock: Clock,
     /// Where the event log persists (`None`: memory only).
@@ -82,6 +84,7 @@ impl Default for Config {
             webhook_timeout: Duration::from_secs(30),
             approval_timeout: Duration::from_secs(15 * 60),
             sweep_interval: Duration::from_millis(500),
+            execution_deadline: None,
             clock: Clock::System,
             data_dir: None,
         }

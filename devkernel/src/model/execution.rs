@@ -113,6 +113,10 @@ pub struct Execution {
     /// How a fork restored each resource (only on the fork response).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restoration: Option<BTreeMap<String, Restoration>>,
+    /// When the kernel cancels it (`deadline_exceeded`) if it has not ended: creation plus the
+    /// kernel's execution deadline ([`DevKernelBuilder::execution_deadline`](crate::DevKernelBuilder::execution_deadline)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_at: Option<Timestamp>,
 }
 
 impl Execution {
@@ -153,6 +157,7 @@ impl Execution {
             created_at: created,
             updated_at: created,
             restoration: None,
+            deadline_at: None,
         }
     }
 }

@@ -31,11 +31,34 @@ pub(super) fn reclaim(state: &mut ExecState, dispatch_id: Uuid, why: Option<&str
 }
 
 impl Kernel {
-    /// One sweep: expired leases reclaimed, overdue approvals expired.
+    /// One sweep: expired leases reclaimed, overdue approvals expired, executions past their
+    /// deadline cancelled.
     pub(crate) fn sweep(&self) {
         self.reap();
+        self.cancel_overdue();
         for exec in self.executions_with_pending_approvals() {
             let followups = self.expire_approvals(exec);
+            self.run(followups);
+        }
+    }
+
+    /// Cancels (`deadline_exceeded`) the executions whose deadline has passed.
+    fn cancel_overdue(&self) {
+        if self.config().execution_deadline.is_none() {
+            return;
+        }
+        let now = self.clock().timestamp();
+        for cell in self.store().executions_desc() {
+            let followups = {
+                let mut state = cell.lock();
+                let overdue = state.exec.deadline_at.is_some_and(|at| at <= now);
+                if !overdue || state.exec.status.is_terminal() {
+                    continue;
+                }
+                tracing::info!(execution = %cell.id, "deadline passed; cancelling");
+                self.cancel_locked(&mut state, "deadline_exceeded")
+            };
+            cell.publish();
             self.run(followups);
         }
     }
