@@ -59,6 +59,11 @@ impl CreateExecution {
     }
 
     /// A key that makes creation idempotent: the same key returns the same execution.
+    ///
+    /// Inside a run (a handler, a tool or a step), a creation without a key gets one derived
+    /// from the execution, the agent, the session, the input and how many such creations
+    /// this delivery made before it: a re-delivery that creates again gets the executions the
+    /// first one created, not duplicates. Set a key to choose otherwise.
     pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
         self.idempotency_key = Some(key.into());
         self
@@ -98,7 +103,15 @@ impl CreateExecution {
     /// # Errors
     ///
     /// `not_found` for an unknown agent, `validation_error`, `conflict`; network errors.
-    pub async fn send(self) -> Result<Execution> {
+    pub async fn send(mut self) -> Result<Execution> {
+        if self.idempotency_key.is_none()
+            && self.spawned_by.is_none()
+            && let Some(context) = crate::context::current()
+        {
+            let key =
+                context.creation_key(&self.agent_id, self.session.as_deref(), self.input.as_ref());
+            self.idempotency_key = Some(key);
+        }
         let span = tracing::info_span!(
             "rebuno.create",
             agent_id = self.agent_id.as_str(),

@@ -50,6 +50,9 @@ struct Inner {
     resources: Mutex<BTreeMap<String, Arc<dyn Registered>>>,
     effects: Arc<futures_util::lock::Mutex<()>>,
     pending: pending::Pending,
+    /// Executions this delivery created without a key, by what they were: the occurrence
+    /// part of their default idempotency keys.
+    creations: Mutex<BTreeMap<String, u32>>,
 }
 
 /// The execution's effects lock: while resources are registered, tool and local step calls run
@@ -119,6 +122,7 @@ impl ExecutionContext {
                 resources: Mutex::new(BTreeMap::new()),
                 effects: Arc::new(futures_util::lock::Mutex::new(())),
                 pending: pending::Pending::default(),
+                creations: Mutex::new(BTreeMap::new()),
             }),
         }
     }
@@ -136,6 +140,37 @@ impl ExecutionContext {
     /// The session label, if the execution belongs to one.
     pub fn session(&self) -> Option<&str> {
         self.inner.session.as_deref()
+    }
+
+    /// The idempotency key a creation of `agent_id` with `input` (in `session`) gets when it
+    /// is made inside this execution without one: the same on every delivery that makes the
+    /// same creations in the same order, so a re-delivery gets the executions the first
+    /// delivery created instead of new ones.
+    pub(crate) fn creation_key(
+        &self,
+        agent_id: &str,
+        session: Option<&str>,
+        input: Option<&Value>,
+    ) -> String {
+        use sha2::{Digest, Sha256};
+        let input = input.map(Value::to_string).unwrap_or_default();
+        let mut hasher = Sha256::new();
+        for part in [agent_id, session.unwrap_or_default(), &input] {
+            hasher.update((part.len() as u64).to_be_bytes());
+            hasher.update(part.as_bytes());
+        }
+        let what = crate::signing::hex(&hasher.finalize()[..16]);
+        let occurrence = {
+            let mut creations = self
+                .inner
+                .creations
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let count = creations.entry(what.clone()).or_insert(0);
+            *count += 1;
+            *count - 1
+        };
+        format!("rebuno:{}:{what}:{occurrence}", self.inner.id)
     }
 
     /// The raw input, as created.

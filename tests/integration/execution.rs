@@ -349,3 +349,92 @@ async fn a_fork_under_another_policy_bundle_is_decided_by_it() {
     served.shutdown().await;
     kernel.shutdown().await;
 }
+
+/// A handler that creates executions through the client, re-delivered after it did: the
+/// default idempotency key (the execution, the agent, the input and the occurrence) gives the
+/// re-delivery the executions the first delivery created, not duplicates; two identical
+/// creations in one delivery are still two executions, and an explicit key still rules.
+#[tokio::test]
+async fn creations_inside_a_run_are_idempotent_across_redeliveries() {
+    use rebuno::client::Client;
+    use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
+    use std::time::Duration;
+    let _trace = trace_init();
+    let kernel = DevKernel::start().await.expect("kernel");
+    let url = kernel.url();
+    let worker = agent(&kernel, "worker")
+        .handler(|n: u32| async move { Ok::<_, HandlerError>(n * 2) })
+        .build()
+        .unwrap();
+    let launcher = agent(&kernel, "launcher")
+        .handler(move |_: serde_json::Value| {
+            let url = url.clone();
+            async move {
+                let client = Client::builder().base_url(url).build()?;
+                let mut ids = Vec::new();
+                for _ in 0..2 {
+                    ids.push(client.create("worker").input(json!(21)).send().await?.id);
+                }
+                let keyed = client
+                    .create("worker")
+                    .input(json!(21))
+                    .idempotency_key("mine")
+                    .send()
+                    .await?
+                    .id;
+                ids.push(keyed);
+                if rebuno::execution()?.dispatch_attempt() == 1 {
+                    std::future::pending::<()>().await; // cut off after creating
+                }
+                Ok::<_, HandlerError>(ids)
+            }
+        })
+        .build()
+        .unwrap();
+    let (worker_served, launcher_served) = (serve(worker).await, serve(launcher).await);
+    for (id, served) in [("worker", &worker_served), ("launcher", &launcher_served)] {
+        kernel
+            .register_agent(AgentSpec::new(id, served.webhook_url(), SECRET))
+            .unwrap();
+    }
+    let created = kernel
+        .create_execution(NewExecution::new("launcher", json!({})))
+        .await
+        .unwrap();
+    let client = Client::builder().base_url(kernel.url()).build().unwrap();
+    let workers = || async {
+        client
+            .list()
+            .agent_id("worker")
+            .send()
+            .await
+            .unwrap()
+            .executions
+    };
+    while workers().await.len() < 3 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    kernel.redeliver(created.id).unwrap();
+    let done = kernel.wait_terminal(created.id, WAIT).await.unwrap();
+    let ids: Vec<String> = done.output_as().unwrap();
+    assert_eq!(ids.len(), 3);
+    let mut distinct = ids.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(
+        distinct.len(),
+        3,
+        "two identical creations are two executions: {ids:?}"
+    );
+    let all = workers().await;
+    assert_eq!(
+        all.len(),
+        3,
+        "the re-delivery created nothing new: {all:#?}"
+    );
+    assert!(all.iter().all(|w| ids.contains(&w.id)));
+    for served in [worker_served, launcher_served] {
+        served.shutdown().await;
+    }
+    kernel.shutdown().await;
+}
