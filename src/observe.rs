@@ -42,10 +42,27 @@ pub(crate) fn kernel_retry() {
     crate::telemetry::kernel_retry();
 }
 
-/// A dispatch was acknowledged `elapsed` after it arrived.
-pub(crate) fn acked(elapsed: std::time::Duration) {
+/// When a webhook arrived, for its acknowledgement latency: read only with the feature, so
+/// the ack path reads no clock without it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Arrival {
     #[cfg(feature = "opentelemetry")]
-    crate::telemetry::acked(elapsed.as_secs_f64() * 1e3);
-    #[cfg(not(feature = "opentelemetry"))]
-    let _ = elapsed;
+    at: web_time::Instant,
+}
+
+impl Arrival {
+    /// Now.
+    pub(crate) fn now() -> Self {
+        Self {
+            #[cfg(feature = "opentelemetry")]
+            #[allow(clippy::disallowed_methods)] // web_time's `Instant` also works on wasm32
+            at: web_time::Instant::now(),
+        }
+    }
+
+    /// The dispatch that arrived then was acknowledged now.
+    pub(crate) fn acked(self) {
+        #[cfg(feature = "opentelemetry")]
+        crate::telemetry::acked(self.at.elapsed().as_secs_f64() * 1e3);
+    }
 }

@@ -79,14 +79,13 @@ impl Agent {
         B: http_body::Body<Data = Bytes> + MaybeSend + 'static,
         B::Error: Into<BoxError>,
     {
-        #[allow(clippy::disallowed_methods)] // web_time's `Instant` also works on wasm32
-        let arrived = web_time::Instant::now();
+        let arrived = crate::observe::Arrival::now();
         match self.read_verified(request).await {
             Ok(webhook) => {
                 let deadline = webhook.parts.extensions.get::<Deadline>().copied();
                 let dispatch = self.accept(webhook.payload, webhook.lease, deadline);
                 if dispatch.background.is_some() {
-                    crate::observe::acked(arrived.elapsed());
+                    arrived.acked();
                 }
                 dispatch
             }

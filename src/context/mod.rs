@@ -93,7 +93,7 @@ fn earliest(host: Option<Deadline>, execution: Option<&str>) -> Option<Deadline>
     };
     match host {
         Some(host) if host.unix_millis() <= at => Some(host),
-        Some(host) => Some(Deadline::at_unix_millis(at).margin(host.margin_duration())),
+        Some(host) => Some(host.moved_to(at)),
         None => Some(Deadline::at_unix_millis(at)),
     }
 }
@@ -333,3 +333,26 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 pub(crate) use ambient::{StepScope, current, current_step};
+
+#[cfg(test)]
+mod deadline_tests {
+    use super::*;
+
+    const AT: &str = "2026-12-02T06:33:00Z";
+    const AT_MILLIS: u64 = 1_796_193_180_000;
+
+    #[test]
+    fn the_earlier_of_the_host_and_execution_deadlines_counts_with_the_hosts_margin() {
+        let margin = std::time::Duration::from_secs(2);
+        let late_host = Deadline::at_unix_millis(AT_MILLIS + 60_000).margin(margin);
+        let chosen = earliest(Some(late_host), Some(AT)).unwrap();
+        assert_eq!(chosen.unix_millis(), AT_MILLIS);
+        assert!(!chosen.is_near(AT_MILLIS - 2_001) && chosen.is_near(AT_MILLIS - 2_000));
+        let early_host = Deadline::at_unix_millis(AT_MILLIS - 1).margin(margin);
+        assert_eq!(earliest(Some(early_host), Some(AT)), Some(early_host));
+        let alone = earliest(None, Some(AT)).unwrap();
+        assert!(alone.is_near(AT_MILLIS - 5_000), "the default margin");
+        assert_eq!(earliest(Some(late_host), Some("soon")), Some(late_host));
+        assert_eq!(earliest(None, None), None);
+    }
+}

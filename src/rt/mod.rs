@@ -226,9 +226,12 @@ impl Deadline {
         self.unix_millis
     }
 
-    /// How long before the deadline no new step starts.
-    pub fn margin_duration(&self) -> Duration {
-        self.margin
+    /// The same margin before another deadline, at `unix_millis`.
+    pub(crate) fn moved_to(self, unix_millis: u64) -> Self {
+        Self {
+            unix_millis,
+            ..self
+        }
     }
 }
 

@@ -345,6 +345,8 @@ impl Shared {
     /// Sends the buffered spans, then the metrics if they changed (and, unless `every_time`,
     /// the metrics interval has passed since they were last sent), within `budget`.
     pub(crate) async fn flush_within(&self, budget: Duration, every_time: bool) -> Result<()> {
+        // The budget counts the wait for an export already under way: behind a collector that
+        // never answers, runs ending together wait about one timeout in all, not one each.
         #[allow(clippy::disallowed_methods)] // web_time's `Instant` also works on wasm32
         let started = web_time::Instant::now();
         let left = || budget.saturating_sub(started.elapsed());
@@ -530,6 +532,57 @@ mod tests {
             scripted.received.load(std::sync::atomic::Ordering::SeqCst),
             3
         );
+    }
+
+    /// A collector that takes every request and never answers: each send ends at its timeout.
+    #[derive(Debug, Default)]
+    struct Silent {
+        sent: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Transport for Arc<Silent> {
+        fn send(&self, _: http::Request<Bytes>, timeout: Duration) -> TransportFuture {
+            self.sent.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async move {
+                tokio::time::sleep(timeout).await;
+                Err(TransportError::new(
+                    TransportErrorKind::Timeout,
+                    "no answer",
+                ))
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn runs_ending_together_wait_about_one_timeout_for_a_silent_collector_not_one_each() {
+        let silent = Arc::new(Silent::default());
+        let timeout = Duration::from_millis(300);
+        let telemetry = Telemetry::otlp("http://collector:4318")
+            .transport(Arc::clone(&silent))
+            .metrics(false)
+            .timeout(timeout)
+            .build()
+            .unwrap();
+        #[allow(clippy::disallowed_methods)]
+        let started = std::time::Instant::now();
+        // Ten runs ending together, polled concurrently as a host would.
+        let flushes = (0..10).map(|_| {
+            let shared = Arc::clone(&telemetry.shared);
+            async move {
+                shared.push(span());
+                shared.flush_within(timeout, false).await
+            }
+        });
+        for flush in futures_util::future::join_all(flushes).await {
+            assert!(flush.is_err(), "nothing was answered");
+        }
+        let took = started.elapsed();
+        assert!(
+            took < timeout * 3,
+            "10 runs behind a silent collector took {took:?}, not ~{timeout:?}"
+        );
+        assert_eq!(telemetry.buffered_spans(), 10, "kept for the next flush");
+        assert!(silent.sent.load(std::sync::atomic::Ordering::SeqCst) <= 2);
     }
 
     #[tokio::test]
