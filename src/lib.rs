@@ -26,6 +26,7 @@ mod schema;
 mod secret;
 pub mod signing;
 pub mod spans;
+mod sse;
 mod step;
 mod subagent;
 #[cfg(feature = "opentelemetry")]

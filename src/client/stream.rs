@@ -4,7 +4,6 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::{Buf, BytesMut};
 use futures_util::Stream;
 use http::Method;
 use serde::Deserialize;
@@ -12,6 +11,7 @@ use serde::Deserialize;
 use super::Client;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kernel::{ByteStream, encode_segment};
+use crate::sse::SseBuffer;
 
 /// How long one subscription may stay open before the transport closes it.
 const SUBSCRIPTION_LIMIT: Duration = Duration::from_secs(24 * 3600);
@@ -32,7 +32,7 @@ pub struct StepDelta {
 /// The live deltas of one execution, from [`Client::stream`]. Ends when the kernel closes it.
 pub struct DeltaStream {
     body: ByteStream,
-    buffer: BytesMut,
+    buffer: SseBuffer,
 }
 
 impl std::fmt::Debug for DeltaStream {
@@ -77,7 +77,7 @@ impl Client {
         }
         Ok(DeltaStream {
             body: response.into_body(),
-            buffer: BytesMut::new(),
+            buffer: SseBuffer::default(),
         })
     }
 }
@@ -94,10 +94,12 @@ impl DeltaStream {
 
     /// The next complete event in the buffer, if any: `Some(None)` for an event without data.
     fn next_event(&mut self) -> Option<Option<Result<StepDelta>>> {
-        let end = find_event_end(&self.buffer)?;
-        let event = self.buffer.split_to(end.0);
-        self.buffer.advance(end.1);
-        Some(parse_event(&event))
+        let event = self.buffer.next_event()?;
+        Some(event.has_data.then(|| {
+            serde_json::from_str(&event.data).map_err(|e| {
+                Error::new(ErrorKind::Protocol, "unexpected stream event").with_source(e)
+            })
+        }))
     }
 }
 
@@ -112,7 +114,7 @@ impl Stream for DeltaStream {
                 }
             }
             match std::task::ready!(self.body.as_mut().poll_next(cx)) {
-                Some(Ok(chunk)) => self.buffer.extend_from_slice(&chunk),
+                Some(Ok(chunk)) => self.buffer.push(&chunk),
                 Some(Err(error)) => {
                     return Poll::Ready(Some(Err(Error::new(
                         ErrorKind::Network,
@@ -126,36 +128,6 @@ impl Stream for DeltaStream {
     }
 }
 
-/// Where the first event ends: (its length, the separator's length).
-fn find_event_end(buffer: &[u8]) -> Option<(usize, usize)> {
-    let lf = buffer.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2));
-    let crlf = buffer
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|i| (i, 4));
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
-        (a, b) => a.or(b),
-    }
-}
-
-/// The delta an event carries: its `data:` lines joined; comments and other fields ignored.
-fn parse_event(event: &[u8]) -> Option<Result<StepDelta>> {
-    let text = String::from_utf8_lossy(event);
-    let data: Vec<&str> = text
-        .lines()
-        .filter_map(|line| line.strip_prefix("data:"))
-        .map(|rest| rest.strip_prefix(' ').unwrap_or(rest))
-        .collect();
-    if data.is_empty() {
-        return None;
-    }
-    Some(
-        serde_json::from_str(&data.join("\n"))
-            .map_err(|e| Error::new(ErrorKind::Protocol, "unexpected stream event").with_source(e)),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,7 +139,7 @@ mod tests {
             chunks.iter().map(|c| Ok(Bytes::from_static(c))).collect();
         DeltaStream {
             body: Box::pin(futures_util::stream::iter(chunks)),
-            buffer: BytesMut::new(),
+            buffer: SseBuffer::default(),
         }
     }
 

@@ -27,9 +27,15 @@
 //! * a policy denial becomes the usual `"<id> not allowed. reason: <reason>"` result of
 //!   [`Tool::call_json`](crate::Tool::call_json).
 //!
-//! With the `mcp-rmcp` feature (native targets), the `rmcp` submodule connects the official
-//! `rmcp` client: `mcp::rmcp::McpClient` lists a server's tools and calls them over stdio
-//! (`mcp-stdio`) or streamable HTTP (`mcp-http`), with a timeout.
+//! Two clients connect to servers for you:
+//!
+//! * [`StreamableHttp`], always compiled, on every target: a small client of the streamable
+//!   HTTP transport over the SDK's own [`Transport`](crate::kernel::Transport) (on Cloudflare
+//!   Workers, `rebuno_workers::FetchTransport`). It lists and calls tools;
+//! * with the `mcp-rmcp` feature (native targets), the `rmcp` submodule connects the official
+//!   `rmcp` client: `mcp::rmcp::McpClient` lists a server's tools and calls them over stdio
+//!   (`mcp-stdio`) or streamable HTTP (`mcp-http`), with a timeout, and gives the whole
+//!   protocol (sampling, elicitation, resources) through its peer.
 //!
 //! ```
 //! use rebuno::mcp::{McpOptions, McpToolSpec, wrap_mcp_tools};
@@ -56,6 +62,7 @@
 //! ```
 
 mod call;
+mod http;
 mod options;
 mod result;
 mod spec;
@@ -68,6 +75,7 @@ mod wrap;
 pub mod rmcp;
 
 pub use call::{McpCall, call_fn};
+pub use http::{StreamableHttp, StreamableHttpBuilder, StreamableHttpCall};
 pub use options::McpOptions;
 pub use result::{flatten, strip_nulls};
 pub use spec::McpToolSpec;

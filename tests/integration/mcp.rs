@@ -12,6 +12,8 @@
 
 use crate::support;
 
+mod streamable;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -850,41 +852,54 @@ struct Fixture {
     _process: tokio::process::Child,
 }
 
-async fn python_fixture() -> Fixture {
-    let python = setup();
-    let effects = temp_dir("effects").join("effects.log");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let process = tokio::process::Command::new(python)
+/// The fixture server over streamable HTTP on `port`, appending its effects to `effects`.
+fn spawn_python_fixture(port: u16, effects: &Path) -> tokio::process::Child {
+    tokio::process::Command::new(setup())
         .arg(repo().join("tests/mcp/fixture_server.py"))
         .args(["streamable-http", &port.to_string()])
-        .env("EFFECT_LOG", &effects)
+        .env("EFFECT_LOG", effects)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .expect("python fixture server");
+        .expect("python fixture server")
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn wait_listening(port: u16) {
     for _ in 0..1500 {
         if tokio::net::TcpStream::connect(("127.0.0.1", port))
             .await
             .is_ok()
         {
-            let client = McpClient::streamable_http(format!("http://127.0.0.1:{port}/mcp"))
-                .await
-                .expect("fixture over streamable HTTP")
-                .timeout(Duration::from_secs(20));
-            return Fixture {
-                client,
-                effects,
-                _process: process,
-            };
+            return;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     panic!("the python fixture is not listening on 127.0.0.1:{port}");
+}
+
+async fn python_fixture() -> Fixture {
+    let effects = temp_dir("effects").join("effects.log");
+    let port = free_port();
+    let process = spawn_python_fixture(port, &effects);
+    wait_listening(port).await;
+    let client = McpClient::streamable_http(format!("http://127.0.0.1:{port}/mcp"))
+        .await
+        .expect("fixture over streamable HTTP")
+        .timeout(Duration::from_secs(20));
+    Fixture {
+        client,
+        effects,
+        _process: process,
+    }
 }
 
 #[tokio::test]

@@ -1,5 +1,5 @@
-"""A tiny MCP server on PyPI's `mcp` (2.3.0) for tests/integration/mcp.rs: stdio, or streamable HTTP on
-127.0.0.1 only.
+"""A tiny MCP server on PyPI's `mcp` (2.3.0) for tests/integration/mcp.rs and the Workers
+end-to-end test: stdio, or streamable HTTP on 127.0.0.1 only.
 
     python fixture_server.py                         # stdio
     python fixture_server.py streamable-http PORT    # http://127.0.0.1:PORT/mcp
@@ -10,7 +10,9 @@
 import os
 import sys
 
-from mcp.server.mcpserver import MCPServer
+from mcp import types
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.message import ServerMessageMetadata
 
 app = MCPServer("rebuno-fixture")
 
@@ -46,6 +48,18 @@ def record(note: str) -> str:
 def boom(msg: str) -> str:
     """Always fails."""
     raise ValueError(msg)
+
+
+@app.tool()
+async def chatty(note: str, ctx: Context) -> str:
+    """Logs a message and pings the client before echoing `note`: server messages on the call's
+    event stream, the ping needing the client's answer."""
+    await ctx.info(f"echoing {note}")
+    # On the call's own stream (a bare send_ping would take the GET stream, which a client
+    # need not open).
+    related = ServerMessageMetadata(related_request_id=ctx.request_context.request_id)
+    await ctx.session.send_request(types.PingRequest(), types.EmptyResult, metadata=related)
+    return note
 
 
 if __name__ == "__main__":

@@ -1,0 +1,385 @@
+//! `rebuno::mcp::StreamableHttp`, the SDK's own MCP client (the one Cloudflare Workers use),
+//! against the Python fixture on PyPI's `mcp` over streamable HTTP: tools recorded and replayed
+//! through the dev kernel, every message it sends checked against the specification's JSON
+//! Schema, a session the server forgot, and servers that answer wrongly or not at all.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use ::http::{HeaderMap, Method};
+use rebuno::kernel::{HyperTransport, StreamingFuture, Transport, TransportFuture};
+use rebuno::mcp::{McpCall, McpOptions, StreamableHttp};
+use rebuno::{ErrorKind, Idempotency};
+use serde_json::{Map, Value, json};
+
+use super::*;
+
+/// What the client sent: method, headers and body of each request.
+type Sent = Arc<Mutex<Vec<(Method, HeaderMap, Bytes)>>>;
+
+/// The hyper transport, keeping a copy of every request.
+#[derive(Debug)]
+struct Recording {
+    inner: HyperTransport,
+    sent: Sent,
+}
+
+impl Recording {
+    fn new() -> (Self, Sent) {
+        let sent = Sent::default();
+        let inner = HyperTransport::new().expect("hyper transport");
+        (
+            Self {
+                inner,
+                sent: Arc::clone(&sent),
+            },
+            sent,
+        )
+    }
+
+    fn keep(&self, request: &http::Request<Bytes>) {
+        self.sent.lock().unwrap().push((
+            request.method().clone(),
+            request.headers().clone(),
+            request.body().clone(),
+        ));
+    }
+}
+
+impl Transport for Recording {
+    fn send(&self, request: http::Request<Bytes>, timeout: Duration) -> TransportFuture {
+        self.keep(&request);
+        self.inner.send(request, timeout)
+    }
+
+    fn send_streaming(&self, request: http::Request<Bytes>, timeout: Duration) -> StreamingFuture {
+        self.keep(&request);
+        self.inner.send_streaming(request, timeout)
+    }
+}
+
+/// A fixture process on a port of its own.
+struct Server {
+    url: String,
+    port: u16,
+    effects: std::path::PathBuf,
+    process: tokio::process::Child,
+}
+
+async fn server() -> Server {
+    let effects = temp_dir("http-effects").join("effects.log");
+    let port = free_port();
+    let process = spawn_python_fixture(port, &effects);
+    wait_listening(port).await;
+    Server {
+        url: format!("http://127.0.0.1:{port}/mcp"),
+        port,
+        effects,
+        process,
+    }
+}
+
+const HTTP_POLICY: &str = r#"
+default_action: allow
+rules:
+  - id: no-weather
+    when: { target: sh_weather }
+    then: { decision: deny, reason: "no forecasts today" }
+"#;
+
+#[tokio::test]
+async fn tools_over_the_sdks_own_client_are_recorded_replayed_stripped_and_denied() {
+    let _trace = trace_init();
+    let server = server().await;
+    let client = StreamableHttp::connect(&server.url).await.expect("connect");
+    assert_eq!(client.protocol_version(), "2025-11-25");
+    assert_eq!(client.server_info()["name"], "rebuno-fixture");
+    let log = CallLog::default();
+    let options = McpOptions::new()
+        .prefix("sh")
+        .tool_idempotency("record", Idempotency::AtMostOnce);
+    let specs = client.specs().await.unwrap();
+    let mut names: Vec<_> = specs.iter().map(|s| s.name.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        ["add", "boom", "chatty", "greet", "record", "weather"]
+    );
+    let tools = wrap_mcp_tools(specs, counting(client.call(), &log), &options);
+    let h = harness("sdk-http", tools, Some(HTTP_POLICY)).await;
+
+    let (first, done) = h
+        .replayed(json!([
+            ["sh_add", {"a": 2, "b": 3}],
+            ["sh_greet", {"name": "ann", "title": null}],
+            ["sh_record", {"note": "first"}],
+            ["sh_chatty", {"note": "over the stream"}],
+            ["sh_boom", {"msg": "kaput"}],
+            ["sh_weather", {"city": "Oslo"}]
+        ]))
+        .await;
+    assert_eq!(
+        output(&done),
+        &first,
+        "the re-delivery replays every result"
+    );
+    assert_eq!(first[0], json!({"result": 5}));
+    assert_eq!(
+        first[1],
+        json!({"result": "hello friend ann"}),
+        "null stripped"
+    );
+    assert_eq!(first[2], json!({"result": "1"}));
+    assert_eq!(
+        first[3],
+        json!({"result": "over the stream"}),
+        "a log message and a ping came first on the call's stream"
+    );
+    assert_eq!(first[4], json!("Error executing tool boom"));
+    assert_eq!(
+        first[5],
+        json!("sh_weather not allowed. reason: no forecasts today")
+    );
+    assert_eq!(
+        *log.lock().unwrap(),
+        ["add", "greet", "record", "chatty", "boom"],
+        "each allowed call reached the server once, none on replay, the denied one never"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&server.effects).unwrap(),
+        "first\n",
+        "record ran exactly once"
+    );
+    let steps = h.steps(&done);
+    assert_eq!(steps[1]["args"], json!({"name": "ann"}));
+    assert_eq!(steps[2]["idempotency"], "at_most_once");
+    assert_eq!(steps[5]["status"], "denied");
+
+    h.served.shutdown().await;
+    client.close().await;
+}
+
+/// Which definition of the schema a message the client sent must match.
+fn definition_of(message: &Value) -> &'static str {
+    match message["method"].as_str() {
+        Some("initialize") => "InitializeRequest",
+        Some("notifications/initialized") => "InitializedNotification",
+        Some("tools/list") => "ListToolsRequest",
+        Some("tools/call") => "CallToolRequest",
+        Some(other) => panic!("the client sent an unexpected {other}"),
+        None => "JSONRPCResultResponse",
+    }
+}
+
+/// Runs tests/mcp/validate_messages.py on `items`; its output lines, and whether all passed.
+fn validate(items: &[Value]) -> (Vec<String>, bool) {
+    use std::io::Write;
+
+    let mut child = std::process::Command::new(setup())
+        .arg(repo().join("tests/mcp/validate_messages.py"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(serde_json::to_string(items).unwrap().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.trim().is_empty(), "validator: {stderr}");
+    let lines = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    (lines, out.status.success())
+}
+
+#[tokio::test]
+async fn every_message_the_client_sends_matches_the_specifications_schema() {
+    let _trace = trace_init();
+    let server = server().await;
+    let (transport, sent) = Recording::new();
+    let client = StreamableHttp::builder(&server.url)
+        .transport(transport)
+        .header("authorization", "Bearer fixture-token")
+        .connect()
+        .await
+        .expect("connect");
+    assert_eq!(client.specs().await.unwrap().len(), 6);
+    let mut args = Map::new();
+    args.insert("note".into(), json!("hi"));
+    let chatty = client.call().call_tool("chatty".into(), args).await;
+    assert_eq!(
+        chatty.unwrap()["structuredContent"],
+        json!({"result": "hi"})
+    );
+    client.close().await;
+
+    let sent = sent.lock().unwrap().clone();
+    let posts: Vec<(HeaderMap, Value)> = sent
+        .iter()
+        .filter(|(method, _, _)| method == Method::POST)
+        .map(|(_, headers, body)| (headers.clone(), serde_json::from_slice(body).unwrap()))
+        .collect();
+    let methods: Vec<&str> = posts
+        .iter()
+        .map(|(_, m)| m["method"].as_str().unwrap_or("(answer)"))
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "initialize",
+            "notifications/initialized",
+            "tools/list",
+            "tools/call",
+            "(answer)"
+        ],
+        "the ping on the call's stream was answered"
+    );
+    let items: Vec<Value> = posts
+        .iter()
+        .map(|(_, message)| json!({"def": definition_of(message), "message": message}))
+        .collect();
+    let (lines, passed) = validate(&items);
+    assert!(passed, "{lines:#?}");
+    assert_eq!(lines.len(), items.len());
+
+    // The rules the schema cannot say: no id on a notification, an empty result for a ping,
+    // the headers of the transport.
+    assert!(posts[1].1.get("id").is_none());
+    assert_eq!(posts[4].1["result"], json!({}));
+    let session = posts[1].0.get("mcp-session-id").cloned();
+    assert!(session.is_some(), "the fixture keeps sessions");
+    for (i, (headers, _)) in posts.iter().enumerate() {
+        let accept = headers["accept"].to_str().unwrap();
+        assert!(accept.contains("application/json") && accept.contains("text/event-stream"));
+        assert_eq!(headers["content-type"], "application/json");
+        assert_eq!(headers["authorization"], "Bearer fixture-token");
+        if i == 0 {
+            assert!(headers.get("mcp-session-id").is_none());
+            assert!(headers.get("mcp-protocol-version").is_none());
+        } else {
+            assert_eq!(headers.get("mcp-session-id"), session.as_ref());
+            assert_eq!(headers["mcp-protocol-version"], "2025-11-25");
+        }
+    }
+    let delete = sent.iter().find(|(method, _, _)| method == Method::DELETE);
+    let (_, headers, _) = delete.expect("close ends the session");
+    assert_eq!(headers.get("mcp-session-id"), session.as_ref());
+
+    // The validator does catch a malformed message.
+    let mut broken = posts[3].1.clone();
+    broken["params"].as_object_mut().unwrap().remove("name");
+    let (lines, passed) = validate(&[json!({"def": "CallToolRequest", "message": broken})]);
+    assert!(
+        !passed && lines[0].contains("'name' is a required property"),
+        "{lines:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_session_the_server_forgot_is_initialized_again_and_the_call_goes_through() {
+    let _trace = trace_init();
+    let mut server = server().await;
+    let (transport, sent) = Recording::new();
+    let client = StreamableHttp::builder(&server.url)
+        .transport(transport)
+        .connect()
+        .await
+        .expect("connect");
+    let add = |a: i64| {
+        let mut args = Map::new();
+        args.insert("a".into(), json!(a));
+        args.insert("b".into(), json!(1));
+        client.call().call_tool("add".into(), args)
+    };
+    assert_eq!(
+        add(1).await.unwrap()["structuredContent"],
+        json!({"result": 2})
+    );
+
+    // The server restarts on the same port and knows no session any more.
+    server.process.kill().await.unwrap();
+    let _restarted = spawn_python_fixture(server.port, &server.effects);
+    wait_listening(server.port).await;
+    assert_eq!(
+        add(2).await.unwrap()["structuredContent"],
+        json!({"result": 3})
+    );
+
+    let sent = sent.lock().unwrap();
+    let methods: Vec<String> = sent
+        .iter()
+        .map(|(_, _, body)| {
+            let message: Value = serde_json::from_slice(body).unwrap();
+            message["method"].as_str().unwrap_or_default().to_owned()
+        })
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "initialize",
+            "notifications/initialized",
+            "tools/call",
+            "tools/call",
+            "initialize",
+            "notifications/initialized",
+            "tools/call"
+        ],
+        "one 404, one new session, the call sent again"
+    );
+    let sessions: Vec<_> = sent
+        .iter()
+        .filter_map(|(_, headers, _)| headers.get("mcp-session-id"))
+        .collect();
+    assert_ne!(sessions.first(), sessions.last(), "a new session");
+}
+
+#[tokio::test]
+async fn servers_that_are_gone_or_answer_wrongly_give_clear_errors() {
+    let _trace = trace_init();
+    let nobody = format!("http://127.0.0.1:{}/mcp", free_port());
+    let refused = StreamableHttp::connect(&nobody).await.unwrap_err();
+    assert_eq!(refused.kind(), ErrorKind::Network, "{refused}");
+    assert!(
+        refused.to_string().starts_with("MCP initialize failed"),
+        "{refused}"
+    );
+
+    let server = server().await;
+    let wrong_path = format!("http://127.0.0.1:{}/elsewhere", server.port);
+    let missing = StreamableHttp::connect(&wrong_path).await.unwrap_err();
+    assert!(missing.to_string().contains("HTTP 404"), "{missing}");
+
+    let bad_header = StreamableHttp::builder(&server.url)
+        .header("bad header", "x")
+        .connect()
+        .await
+        .unwrap_err();
+    assert_eq!(bad_header.kind(), ErrorKind::Config);
+    let bad_url = StreamableHttp::connect("not a url").await.unwrap_err();
+    assert_eq!(bad_url.kind(), ErrorKind::Config);
+
+    let client = StreamableHttp::connect(&server.url).await.unwrap();
+    let invalid = client.request("no/such/method", None).await.unwrap_err();
+    assert_eq!(invalid.kind(), ErrorKind::Api, "{invalid}");
+    assert!(invalid.to_string().contains("-32601"), "{invalid}");
+    client.close().await;
+
+    // A server that takes the connection and never answers: the request times out.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_url = format!("http://{}/mcp", silent.local_addr().unwrap());
+    let started = std::time::Instant::now();
+    let timed_out = StreamableHttp::builder(&silent_url)
+        .timeout(Duration::from_millis(300))
+        .connect()
+        .await
+        .unwrap_err();
+    assert_eq!(timed_out.kind(), ErrorKind::Timeout, "{timed_out}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
