@@ -10,7 +10,9 @@
 #    worker-build (nothing fetched from GitHub),
 # 4. makes the Python venv of scripts/interop-venv.sh (rotel, an OpenTelemetry collector, and
 #    opentelemetry-proto: the OTLP receiver of the telemetry tests; skipped when present),
-# 5. runs test.mjs, which prints the wasm size and closes with "N passed, M failed".
+# 5. makes the venv of tests/mcp/setup.sh (PyPI's mcp: the MCP fixture server; skipped when
+#    present),
+# 6. runs test.mjs, which prints the wasm size and closes with "N passed, M failed".
 #
 # WORKERS_TESTS=regex runs only the tests whose name matches.
 set -euo pipefail
@@ -68,9 +70,12 @@ install_toolchain
 build
 step "scripts/interop-venv.sh (rotel, opentelemetry-proto)"
 otlp_python="$("$root/scripts/interop-venv.sh")"
+step "tests/mcp/setup.sh (the MCP fixture's venv)"
+mcp_python="$("$root/tests/mcp/setup.sh")"
 step "node test.mjs"
 cd "$here"
-OTLP_PYTHON="$otlp_python" \
+MCP_PYTHON="$mcp_python" \
+  OTLP_PYTHON="$otlp_python" \
   REBUNO_DEV_BIN="$CARGO_TARGET_DIR/debug/rebuno-dev" \
   WORKER_BUILD_DIR="$root/examples/workers/build" \
   node test.mjs

@@ -8,13 +8,15 @@
 // directly, or through rig's OpenAI-compatible client). A third Worker, built with the `otel`
 // feature and given OTEL_EXPORTER_OTLP_ENDPOINT, exports its runs to a real OTLP receiver:
 // rotel (an OpenTelemetry collector) forwarding to tests/otlp/recorder.py, both from the venv
-// whose python is OTLP_PYTHON (scripts/interop-venv.sh; run.sh sets it). Prints one line per
+// whose python is OTLP_PYTHON (scripts/interop-venv.sh; run.sh sets it). The MCP test runs
+// tests/mcp/fixture_server.py from the venv whose python is MCP_PYTHON (tests/mcp/setup.sh).
+// Prints one line per
 // test and closes with "N passed, M failed".
 
 import { spawn } from "node:child_process";
 import { createHmac } from "node:crypto";
 import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, statSync, writeFileSync } from "node:fs";
-import { createServer } from "node:http";
+import { createServer, request as httpRequest } from "node:http";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -29,6 +31,14 @@ const AGENT_DO = "workers-durable-object";
 const AGENT_OTEL = "workers-otel";
 const OTEL_SERVICE = "workers-e2e";
 const OTLP_PYTHON = process.env.OTLP_PYTHON;
+// The python of the venv with PyPI's `mcp` (tests/mcp/setup.sh), for the MCP fixture server.
+const MCP_PYTHON = process.env.MCP_PYTHON;
+// The example agent's policy: every tool allowed but the MCP fixture's `weather`.
+const MCP_POLICY = `default_action: allow
+rules:
+  - id: no-weather
+    when: { target: fx_weather }
+    then: { decision: deny, reason: "no forecasts at the edge" }`;
 const REPO = fileURLToPath(new URL("../..", import.meta.url));
 const SECRET = "workers-e2e-secret";
 const BUILD = resolve(process.env.WORKER_BUILD_DIR ?? "../../examples/workers/build");
@@ -50,13 +60,15 @@ function freePort() {
   });
 }
 
-/** Starts rebuno-dev with the agents `{ id: webhookUrl }`. */
-async function startKernel(webhooks) {
+/** Starts rebuno-dev with the agents `{ id: webhookUrl }`, and policy bundles `{ id: yaml }`. */
+async function startKernel(webhooks, policies = {}) {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), "rebuno-workers-"));
   const manifest = join(dir, "manifest.yaml");
+  const policy = (id) => (policies[id] ? `    policy: |\n${policies[id].replace(/^/gm, "      ")}\n` : "");
   const agents = Object.entries(webhooks).map(
-    ([id, url]) => `  - id: ${id}\n    webhook_url: ${url}\n    secret: ${SECRET}\n    lease_timeout_seconds: 10\n`,
+    ([id, url]) =>
+      `  - id: ${id}\n    webhook_url: ${url}\n    secret: ${SECRET}\n    lease_timeout_seconds: 10\n${policy(id)}`,
   );
   writeFileSync(manifest, `agents:\n${agents.join("")}`);
   const child = spawn(DEV_BIN, ["--config", manifest, "--addr", `127.0.0.1:${port}`], {
@@ -183,6 +195,57 @@ async function startProxy(target) {
   const port = await freePort();
   await new Promise((ok) => server.listen(port, "127.0.0.1", ok));
   return { url: `http://127.0.0.1:${port}/webhook`, deliveries, arrivals, settled, server };
+}
+
+/**
+ * The MCP fixture (tests/mcp/fixture_server.py on PyPI's `mcp`) over streamable HTTP on
+ * loopback, behind a proxy that streams both ways (the server's ping must reach the Worker
+ * while the call's event stream is open) and keeps every JSON-RPC message the Worker posts.
+ * `record` appends to `effects`.
+ */
+async function startMcpFixture(python) {
+  const dir = mkdtempSync(join(tmpdir(), "rebuno-workers-mcp-"));
+  const effects = join(dir, "effects.log");
+  const log = join(dir, "server.log");
+  const port = await freePort();
+  const out = openSync(log, "a");
+  const child = spawn(python, [join(REPO, "tests/mcp/fixture_server.py"), "streamable-http", String(port)], {
+    stdio: ["ignore", out, out],
+    env: { ...process.env, EFFECT_LOG: effects },
+  });
+  closeSync(out);
+  await listening(port, child, "the MCP fixture", log);
+  const posted = [];
+  const server = createServer((req, res) => {
+    const chunks = [];
+    req.on("data", (chunk) => chunks.push(chunk));
+    req.on("end", () => {
+      const body = Buffer.concat(chunks);
+      if (req.method === "POST") {
+        try {
+          posted.push(JSON.parse(body.toString()));
+        } catch {
+          posted.push({ unreadable: body.toString() });
+        }
+      }
+      const upstream = httpRequest(
+        { host: "127.0.0.1", port, path: req.url, method: req.method, headers: req.headers },
+        (answer) => {
+          res.writeHead(answer.statusCode, answer.headers);
+          answer.pipe(res);
+        },
+      );
+      upstream.on("error", () => res.destroy());
+      upstream.end(body);
+    });
+  });
+  const proxyPort = await freePort();
+  await new Promise((ok) => server.listen(proxyPort, "127.0.0.1", ok));
+  const stop = () => {
+    server.close();
+    child.kill();
+  };
+  return { url: `http://127.0.0.1:${proxyPort}/mcp`, posted, effects, stop };
 }
 
 /** Resolves once something listens on the loopback `port`; fails if `child` exits first. */
@@ -683,6 +746,62 @@ const tests = [
     },
   ],
   [
+    "MCP tools over streamable HTTP (StreamableHttp over the Workers fetch): recorded once, replayed on re-delivery, nulls stripped, at_most_once once, a denial never reaching the server",
+    async ({ kernel, proxy, mcp }) => {
+      assert(mcp, "no MCP fixture: set MCP_PYTHON to the python of tests/mcp/setup.sh's venv");
+      const before = mcp.posted.length;
+      // The calls, then a `work` step long enough that `checked_at` falls past the deadline
+      // margin: the first delivery yields, the second replays the calls.
+      const calls = [
+        ["fx_add", { a: 2, b: 3 }],
+        ["fx_greet", { name: "ann", title: null }],
+        ["fx_record", { note: "first" }],
+        ["fx_chatty", { note: "over the stream" }],
+        ["fx_boom", { msg: "kaput" }],
+        ["fx_weather", { city: "Oslo" }],
+      ];
+      const created = await createExecution(kernel, { mcp_url: mcp.url, calls, work_ms: 3500 });
+      const done = await waitTerminal(kernel, created.id, 40_000);
+      assert(done.status === "completed", `status ${done.status}: ${JSON.stringify(done)}`);
+      const want = [
+        { result: 5 },
+        { result: "hello friend ann" },
+        { result: "1" },
+        { result: "over the stream" },
+        "Error executing tool boom",
+        "fx_weather not allowed. reason: no forecasts at the edge",
+      ];
+      assert(JSON.stringify(done.output?.results) === JSON.stringify(want), `results ${JSON.stringify(done.output)}`);
+      await proxy.settled();
+      const mine = proxy.deliveries.filter((d) => d.body.includes(created.id));
+      assert(mine.length === 2 && mine.every((d) => d.status === 200), `deliveries ${JSON.stringify(mine)}`);
+      const posted = mcp.posted.slice(before);
+      const methods = posted.map((m) => m.method ?? "(answer)");
+      const called = posted.filter((m) => m.method === "tools/call").map((m) => m.params.name);
+      assert(
+        JSON.stringify(called) === JSON.stringify(["add", "greet", "record", "chatty", "boom"]),
+        `tools/call reached the server for ${JSON.stringify(called)}`,
+      );
+      const greet = posted.find((m) => m.params?.name === "greet");
+      assert(!("title" in greet.params.arguments), `greet got ${JSON.stringify(greet.params)}`);
+      const initialized = methods.filter((m) => m === "initialize").length;
+      assert(initialized === 2, `${initialized} initialize requests: ${JSON.stringify(methods)}`);
+      const pings = posted.filter((m) => m.result && Object.keys(m.result).length === 0).length;
+      assert(pings === 1, `${pings} ping answers: ${JSON.stringify(methods)}`);
+      const effects = readFileSync(mcp.effects, "utf8");
+      assert(effects === "first\n", `record's effects ${JSON.stringify(effects)}`);
+      const recorded = await steps(kernel, created.id);
+      const step = (target) => recorded.find((s) => s.target === target) ?? {};
+      assert(step("fx_record").idempotency === "at_most_once", `record step ${JSON.stringify(step("fx_record"))}`);
+      assert(step("fx_weather").status === "denied", `weather step ${JSON.stringify(step("fx_weather"))}`);
+      assert(JSON.stringify(step("fx_greet").args) === '{"name":"ann"}', `greet step ${JSON.stringify(step("fx_greet"))}`);
+      const live = liveSteps(await events(kernel, created.id));
+      const counts = Object.values(live);
+      assert(counts.every((n) => n === 1), `live steps ${JSON.stringify(live)}`);
+      return `2 deliveries; ${called.length} tools/call on the server (none on the replay, the denied one never), ${initialized} sessions, 1 ping answered mid-call, record's effect once; live steps ${JSON.stringify(live)}`;
+    },
+  ],
+  [
     "Durable Object mode: a model stream longer than the wait-until budget is read to its end in one delivery",
     async ({ kernel, doProxy, doWorker, mfDo, stub }) => {
       // A 9 s stream (six events 1.5 s apart), then the `work` and `checked_at` steps: the 6 s
@@ -800,7 +919,12 @@ async function main() {
     cleanup.push(() => otelProxy.server.close());
     const receiver = OTLP_PYTHON ? await startReceiver(OTLP_PYTHON) : null;
     if (receiver) cleanup.push(() => receiver.stop());
-    const kernel = await startKernel({ [AGENT]: proxy.url, [AGENT_DO]: doProxy.url, [AGENT_OTEL]: otelProxy.url });
+    const mcp = MCP_PYTHON ? await startMcpFixture(MCP_PYTHON) : null;
+    if (mcp) cleanup.push(() => mcp.stop());
+    const kernel = await startKernel(
+      { [AGENT]: proxy.url, [AGENT_DO]: doProxy.url, [AGENT_OTEL]: otelProxy.url },
+      { [AGENT]: MCP_POLICY },
+    );
     cleanup.push(() => kernel.child.kill());
     const worker = (port, agentId, extra, vars = {}) =>
       new Miniflare({
@@ -833,7 +957,7 @@ async function main() {
     await mfOtel.ready;
     console.log(`workerd ready at ${ready} in ${(performance.now() - started).toFixed(0)} ms`);
     const doWorker = `http://127.0.0.1:${doPort}`;
-    const context = { kernel, proxy, doProxy, doWorker, mf, mfDo, stub, otelProxy, receiver };
+    const context = { kernel, proxy, doProxy, doWorker, mf, mfDo, stub, otelProxy, receiver, mcp };
     const { passed, failed } = await runAll(context);
     console.log(`wasm ${raw} B raw, ${gzip} B gzip (limit 1000000 B gzip)`);
     console.log(`${passed} passed, ${failed} failed`);

@@ -17,6 +17,7 @@ use worker::{
 #[cfg(feature = "rig")]
 use crate::rig::ask as ask_rig;
 // The OTLP export when `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
+use crate::mcp::call_tools as call_mcp_tools;
 #[cfg(feature = "otel")]
 use crate::telemetry::install as install_telemetry;
 use crate::text::{Analysis, Analyze, analyze, answer_text};
@@ -28,6 +29,14 @@ const DEFAULT_AGENT_ID: &str = "workers-example";
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 enum Input {
+    /// `{"mcp_url": "http://…/mcp", "calls": [["fx_add", {"a": 2, "b": 3}], ...], "work_ms": N}`:
+    /// the MCP server's tools, called in order.
+    Mcp {
+        mcp_url: String,
+        calls: Vec<(String, serde_json::Value)>,
+        #[serde(default)]
+        work_ms: u64,
+    },
     /// `{"rig_url": "http://…/v1", "stream": bool, "work_ms": N}`: one completion through rig's
     /// OpenAI-compatible client sending through `rebuno::llm::DurableLlm`.
     Rig {
@@ -60,6 +69,12 @@ enum Input {
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 enum Output {
+    Mcp {
+        /// Each call's recorded result (or its denial), in order.
+        results: Vec<serde_json::Value>,
+        worked_ms: u64,
+        checked_at: u64,
+    },
     Rig {
         /// The answer's text as rig delivered it.
         text: String,
@@ -170,6 +185,19 @@ fn analyze_tool() -> Tool<Analyze, Analysis> {
 /// `checked_at` step recording the time, so a replay returns the same values.
 async fn handle(analyze: &Tool<Analyze, Analysis>, input: Input) -> Result<Output, HandlerError> {
     match input {
+        Input::Mcp {
+            mcp_url,
+            calls,
+            work_ms,
+        } => {
+            let results = call_mcp_tools(&mcp_url, &calls).await?;
+            let (worked_ms, checked_at) = work(work_ms).await?;
+            Ok(Output::Mcp {
+                results,
+                worked_ms,
+                checked_at,
+            })
+        }
         Input::Analyze { text, work_ms } => {
             let analysis = analyze.call(Analyze { text }).await?;
             let (worked_ms, checked_at) = work(work_ms).await?;

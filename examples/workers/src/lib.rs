@@ -38,6 +38,13 @@
 //! `worker-build --release . --features rig`. Without it, such an input fails the execution
 //! with a message saying so.
 //!
+//! Input `{"mcp_url": "http://…/mcp", "calls": [["fx_add", {"a": 2, "b": 3}], …], "work_ms": 0}`
+//! connects to that MCP server over streamable HTTP with [`rebuno::mcp::StreamableHttp`] through
+//! the Workers fetch, wraps its tools as `fx_<name>` (`fx_record` at most once) and calls each
+//! pair in order: every call a `tool_call` step, recorded once and replayed on a re-delivery
+//! without reaching the server. Output `{"results": [...], "worked_ms": N, "checked_at": <unix
+//! ms>}`, a denied call's result being the denial's text.
+//!
 //! With the crate's `otel` feature (`worker-build --release . --features otel`), a var
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` (`http://collector:4318`) turns on the OTLP/HTTP export of
 //! `rebuno::telemetry` over the Workers fetch: one trace per execution (trace id = execution
@@ -48,6 +55,8 @@
 
 #[cfg(target_arch = "wasm32")]
 mod agent;
+#[cfg(target_arch = "wasm32")]
+mod mcp;
 #[cfg(all(target_arch = "wasm32", feature = "rig"))]
 mod rig;
 #[cfg(all(target_arch = "wasm32", feature = "otel"))]
