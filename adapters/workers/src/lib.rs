@@ -131,7 +131,9 @@
 //! `Date.now()` for the clock) and [`FetchTransport`] (the Workers `fetch`, not reqwest: smaller,
 //! no redirects, aborts on timeout); add the handler and anything else, then `build()`.
 //! `FetchTransport` also streams answers, so `rebuno::llm::DurableLlm::from_transport(FetchTransport::new())`
-//! makes durable LLM calls from a Worker that read a provider's server-sent events live.
+//! makes durable LLM calls from a Worker that read a provider's server-sent events live, and
+//! `rebuno::mcp::StreamableHttp::builder(url).transport(FetchTransport::new())` connects to an
+//! MCP server whose tools then run as durable tools.
 //!
 //! # Targets
 //!
