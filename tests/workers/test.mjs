@@ -60,15 +60,18 @@ function freePort() {
   });
 }
 
-/** Starts rebuno-dev with the agents `{ id: webhookUrl }`, and policy bundles `{ id: yaml }`. */
-async function startKernel(webhooks, policies = {}) {
+/**
+ * Starts rebuno-dev with the agents `{ id: webhookUrl }`, policy bundles `{ id: yaml }` and
+ * lease timeouts `{ id: seconds }` (10 s unless given).
+ */
+async function startKernel(webhooks, policies = {}, leases = {}) {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), "rebuno-workers-"));
   const manifest = join(dir, "manifest.yaml");
   const policy = (id) => (policies[id] ? `    policy: |\n${policies[id].replace(/^/gm, "      ")}\n` : "");
   const agents = Object.entries(webhooks).map(
     ([id, url]) =>
-      `  - id: ${id}\n    webhook_url: ${url}\n    secret: ${SECRET}\n    lease_timeout_seconds: 10\n${policy(id)}`,
+      `  - id: ${id}\n    webhook_url: ${url}\n    secret: ${SECRET}\n    lease_timeout_seconds: ${leases[id] ?? 10}\n${policy(id)}`,
   );
   writeFileSync(manifest, `agents:\n${agents.join("")}`);
   const child = spawn(DEV_BIN, ["--config", manifest, "--addr", `127.0.0.1:${port}`], {
@@ -848,6 +851,43 @@ const tests = [
     },
   ],
   [
+    "Durable Object mode: a run whose runtime stops mid-run is re-delivered to the restarted object and completes, no step run twice",
+    async (context) => {
+      const { kernel, doProxy } = context;
+      const started = performance.now();
+      // The tool and `work` are recorded, then an 8 s pause outside any step: the runtime
+      // stops during it, with nothing in flight.
+      const input = { text: "finished after a restart", work_ms: 500, pause_ms: 8000 };
+      const created = await createExecution(kernel, input, AGENT_DO);
+      const workDone = (recorded) => recorded.some((s) => s.target === "work" && s.status === "succeeded");
+      let recorded = [];
+      for (let i = 0; i < 200 && !workDone(recorded); i++) {
+        await sleep(50);
+        recorded = await steps(kernel, created.id);
+      }
+      assert(workDone(recorded), `steps ${JSON.stringify(recorded)}`);
+      await sleep(500);
+      const stopped = performance.now();
+      await context.restartDo();
+      const restartMs = performance.now() - stopped;
+      const done = await waitTerminal(kernel, created.id, 60_000);
+      const seconds = (performance.now() - started) / 1000;
+      assert(done.status === "completed", `status ${done.status}: ${JSON.stringify(done)}`);
+      assert(done.output?.words === 4 && done.output?.worked_ms === 500, `output ${JSON.stringify(done.output)}`);
+      await doProxy.settled();
+      const mine = doProxy.deliveries.filter((d) => d.body.includes(created.id));
+      assert(mine.length === 2 && mine.every((d) => d.status === 200), `deliveries ${JSON.stringify(mine)}`);
+      const named = (await context.mfDo.getDurableObjectNamespace("REBUNO_RUNS")).idFromName(created.id).toString();
+      assert(mine.every((d) => d.object === named), `objects ${JSON.stringify(mine.map((d) => d.object))}, expected ${named}`);
+      const log = await events(kernel, created.id);
+      const live = liveSteps(log);
+      const counts = Object.values(live);
+      const compact = log.map((e) => [e.type ?? e.kind, e.payload?.target ?? e.payload?.attempt ?? ""].join(" "));
+      assert(counts.length === 3 && counts.every((n) => n === 1), `live steps ${JSON.stringify(live)}: ${JSON.stringify(compact)}`);
+      return `runtime restarted in ${restartMs.toFixed(0)} ms mid-run; re-delivered when the lease expired to the same object (${named.slice(0, 12)}…), completed ${seconds.toFixed(1)} s after creation, each step live once: ${JSON.stringify(live)}`;
+    },
+  ],
+  [
     "with OTEL_EXPORTER_OTLP_ENDPOINT, a run exports its dispatch and step spans over OTLP within its waitUntil",
     async (context) => {
       const { attempts, placed, others, metrics, note } = await traced(context, { text: "traced at the edge", work_ms: 200 }, 1);
@@ -943,9 +983,13 @@ async function main() {
     const mf = worker(workerPort, AGENT, {});
     cleanup.push(() => mf.dispose());
     // Durable Object mode: the same module with the RebunoRun class bound as REBUNO_RUNS.
-    // (workerd 2026-04-26, pinned with wrangler 4.86.0, predates the flag the docs ask for in
-    // production, durable_object_io_tasks_prevent_eviction; it does not evict locally anyway.)
-    const mfDo = worker(doPort, AGENT_DO, { durableObjects: { REBUNO_RUNS: "RebunoRun" } });
+    // Its objects' storage and alarms persist in a directory, so they outlive a restart of
+    // the runtime (`restartDo`), as they outlive one on Cloudflare.
+    const doOptions = {
+      durableObjects: { REBUNO_RUNS: "RebunoRun" },
+      durableObjectsPersist: mkdtempSync(join(tmpdir(), "rebuno-workers-do-")),
+    };
+    let mfDo = worker(doPort, AGENT_DO, doOptions);
     cleanup.push(() => mfDo.dispose());
     // Telemetry: the same module exporting to the OTLP receiver (when there is one).
     const otelVars = receiver ? { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_SERVICE_NAME: OTEL_SERVICE } : {};
@@ -958,6 +1002,14 @@ async function main() {
     console.log(`workerd ready at ${ready} in ${(performance.now() - started).toFixed(0)} ms`);
     const doWorker = `http://127.0.0.1:${doPort}`;
     const context = { kernel, proxy, doProxy, doWorker, mf, mfDo, stub, otelProxy, receiver, mcp };
+    // Stops the Durable Object mode's runtime (its objects with it) and starts a new one on the
+    // same port and storage.
+    context.restartDo = async () => {
+      await mfDo.dispose();
+      mfDo = worker(doPort, AGENT_DO, doOptions);
+      await mfDo.ready;
+      context.mfDo = mfDo;
+    };
     const { passed, failed } = await runAll(context);
     console.log(`wasm ${raw} B raw, ${gzip} B gzip (limit 1000000 B gzip)`);
     console.log(`${passed} passed, ${failed} failed`);

@@ -1,11 +1,11 @@
-//! Durable Object mode: each execution runs in a Durable Object of its own, free of the
-//! 30-second `waitUntil` cut.
+//! Durable Object mode, at the front: each checked webhook goes to the Durable Object of its
+//! execution, which runs it free of the 30-second `waitUntil` cut (see `object.rs`).
 
 use http::StatusCode;
 use rebuno::{Agent, Body, Route};
-use worker::{Env, HttpRequest, State};
+use worker::{Env, HttpRequest};
 
-use crate::serve::{health, task_promise};
+use crate::serve::health;
 
 /// The header in which the Durable Object names itself (its id in hex) on the acknowledgement,
 /// for logs and for checking that an execution's dispatches share one object.
@@ -15,10 +15,10 @@ pub const OBJECT_HEADER: &str = "rebuno-durable-object";
 /// forwards it to the Durable Object named after its execution, in the namespace bound as
 /// `binding`, whose acknowledgement (with the object's id in [`OBJECT_HEADER`]) it returns.
 ///
-/// The object runs the dispatch with [`serve_in_durable_object`]. Unlike a Worker's, a Durable
-/// Object's `waitUntil` work is not cut off 30 s after the response: it keeps the object from
-/// being evicted while it is pending, so a run there is not sliced by deadlines and a long LLM
-/// stream is read to its end. All dispatches of one execution reach the same object, where a
+/// The object runs the dispatch with [`serve_in_durable_object`](crate::serve_in_durable_object),
+/// kept alive by its alarm heartbeat ([`alarm_in_durable_object`](crate::alarm_in_durable_object)).
+/// Unlike a Worker's, a Durable Object's `waitUntil` work is not cut off 30 s after the response,
+/// so a run there is not sliced by deadlines and a long LLM stream is read to its end. All dispatches of one execution reach the same object, where a
 /// newer dispatch supersedes an older one as it does in any agent.
 ///
 /// A bad webhook is answered here (`401`, `400`, `405`) and wakes no object. When the object
@@ -91,58 +91,4 @@ fn unavailable() -> http::Response<Body> {
         http::HeaderValue::from_static("application/json"),
     );
     response
-}
-
-/// Serves a dispatch forwarded by [`forward_to_durable_object`], inside the Durable Object's
-/// `fetch`: checks it again, acknowledges it (naming the object in [`OBJECT_HEADER`]), and runs
-/// it with no deadline under the object's `waitUntil`.
-///
-/// From compatibility date 2026-10-01, or earlier with the compatibility flag
-/// `durable_object_io_tasks_prevent_eviction`, a pending `waitUntil` promise keeps the object
-/// from being evicted although no client is connected any more. Without either, Cloudflare may
-/// evict an object idle for about 70–140 s; the run's lease heartbeat timer and its kernel
-/// calls usually keep it busy, and an evicted run is re-delivered and replayed.
-///
-/// ```ignore
-/// use worker::{DurableObject, Env, Request, Response, Result, State, durable_object};
-///
-/// #[durable_object(fetch)]
-/// pub struct RebunoRun {
-///     state: State,
-///     env: Env,
-/// }
-///
-/// impl DurableObject for RebunoRun {
-///     fn new(state: State, env: Env) -> Self {
-///         Self { state, env }
-///     }
-///
-///     async fn fetch(&self, request: Request) -> Result<Response> {
-///         let agent = agent(&self.env).map_err(|e| worker::Error::RustError(e.to_string()))?;
-///         rebuno_workers::serve_in_durable_object(&agent, &self.state, request).await
-///     }
-/// }
-/// ```
-///
-/// # Errors
-///
-/// When the request or the answer cannot be converted between `worker` and `http` types.
-pub async fn serve_in_durable_object(
-    agent: &Agent,
-    state: &State,
-    request: worker::Request,
-) -> worker::Result<worker::Response> {
-    let request = HttpRequest::try_from(request)?;
-    let mut dispatch = agent.handle(request).await;
-    if let Some(task) = dispatch.background {
-        state
-            .as_raw()
-            .wait_until(&task_promise(task))
-            .map_err(worker::Error::from)?;
-    }
-    let id = state.as_raw().id().and_then(|id| id.to_string());
-    if let Some(value) = id.ok().and_then(|id| http::HeaderValue::from_str(&id).ok()) {
-        dispatch.response.headers_mut().insert(OBJECT_HEADER, value);
-    }
-    worker::Response::try_from(dispatch.response)
 }

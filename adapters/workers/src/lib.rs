@@ -74,8 +74,16 @@
 //! each execution in a [Durable Object] of its own. The Worker checks the webhook and forwards
 //! it with [`forward_to_durable_object`] to the object named after the execution; the object
 //! acknowledges it and runs it with [`serve_in_durable_object`] under the object's
-//! `waitUntil`, which is not cut at 30 s and keeps the object from eviction while pending, so
-//! the run gets no deadline; every dispatch of an execution reaches the same object.
+//! `waitUntil`, which is not cut at 30 s, so the run gets no deadline; every dispatch of an
+//! execution reaches the same object.
+//!
+//! An object is stopped when it is idle (no request and no alarm for about 70 s: a run's own
+//! outgoing requests do not count) and when it restarts (deploys, runtime updates). So while a
+//! run is under way the object sets an alarm every [`HEARTBEAT`], as Cloudflare's agents
+//! framework does, and [`alarm_in_durable_object`], called from the object's `alarm`, sets the
+//! next one: the object is never idle. A restart stops the run's lease heartbeats, so the kernel
+//! re-delivers the execution when its lease expires, to the same object, where the recorded
+//! steps are replayed.
 //!
 //! ```ignore
 //! use worker::{DurableObject, Env, Request, Response, State, durable_object};
@@ -86,7 +94,8 @@
 //!     rebuno_workers::forward_to_durable_object(&agent, req, &env, "REBUNO_RUNS").await
 //! }
 //!
-//! #[durable_object(fetch)]
+//! // `alarm`: the constructor and the `fetch` and `alarm` handlers.
+//! #[durable_object(alarm)]
 //! #[derive(Debug)]
 //! pub struct RebunoRun {
 //!     state: State,
@@ -101,6 +110,10 @@
 //!     async fn fetch(&self, request: Request) -> worker::Result<Response> {
 //!         let agent = agent(&self.env).map_err(|e| worker::Error::RustError(e.to_string()))?;
 //!         rebuno_workers::serve_in_durable_object(&agent, &self.state, request).await
+//!     }
+//!
+//!     async fn alarm(&self) -> worker::Result<Response> {
+//!         rebuno_workers::alarm_in_durable_object(&self.state).await
 //!     }
 //! }
 //! ```
@@ -118,10 +131,10 @@
 //! new_sqlite_classes = ["RebunoRun"]
 //! ```
 //!
-//! Durable Objects need the Workers Paid plan. Use a compatibility date of 2026-10-01 or later
-//! (or the flag `durable_object_io_tasks_prevent_eviction`): from then on a pending `waitUntil`
-//! keeps an object active with no client connected. `tests/workers/run.sh` runs the example in this mode: a 9 s model stream against
-//! a 6 s budget is read to its end in one delivery.
+//! Durable Objects need the Workers Paid plan. `tests/workers/run.sh` runs the example in this
+//! mode in workerd: a 9 s model stream against a 6 s budget is read to its end in one delivery,
+//! and a run whose runtime stops mid-run is re-delivered to the restarted object and completes,
+//! no step run twice.
 //!
 //! [Durable Object]: https://developers.cloudflare.com/durable-objects/
 //!
@@ -154,6 +167,8 @@
 mod durable;
 mod limits;
 #[cfg(target_arch = "wasm32")]
+mod object;
+#[cfg(target_arch = "wasm32")]
 mod rt;
 #[cfg(target_arch = "wasm32")]
 mod serve;
@@ -161,8 +176,10 @@ mod serve;
 mod transport;
 
 #[cfg(target_arch = "wasm32")]
-pub use crate::durable::{OBJECT_HEADER, forward_to_durable_object, serve_in_durable_object};
+pub use crate::durable::{OBJECT_HEADER, forward_to_durable_object};
 pub use crate::limits::{Limits, MARGIN_VAR, WAIT_UNTIL_VAR};
+#[cfg(target_arch = "wasm32")]
+pub use crate::object::{HEARTBEAT, alarm_in_durable_object, serve_in_durable_object};
 #[cfg(target_arch = "wasm32")]
 pub use crate::rt::{DateClock, LocalSpawn, WorkersSleep, runtime};
 #[cfg(target_arch = "wasm32")]

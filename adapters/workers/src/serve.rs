@@ -56,8 +56,8 @@ fn keep_alive(ctx: &Context, task: Task) -> worker::Result<()> {
         .map_err(worker::Error::from)
 }
 
-/// `task` as a JS promise, for a `waitUntil`.
-pub(crate) fn task_promise(task: Task) -> js_sys::Promise {
+/// `task` (a run, or a run and what follows it) as a JS promise, for a `waitUntil`.
+pub(crate) fn task_promise(task: impl Future<Output = ()> + 'static) -> js_sys::Promise {
     wasm_bindgen_futures::future_to_promise(AssertUnwindSafe(async move {
         task.await;
         Ok(JsValue::UNDEFINED)

@@ -57,11 +57,14 @@ enum Input {
         #[serde(default)]
         timeout_ms: Option<u64>,
     },
-    /// `{"text": "...", "work_ms": N}`: the `analyze_text` tool.
+    /// `{"text": "...", "work_ms": N, "pause_ms": N}`: the `analyze_text` tool; `pause_ms` waits
+    /// after the `work` step, outside any step (a moment when nothing is in flight).
     Analyze {
         text: String,
         #[serde(default)]
         work_ms: u64,
+        #[serde(default)]
+        pause_ms: u64,
     },
 }
 
@@ -121,8 +124,10 @@ async fn fetch(req: HttpRequest, env: Env, ctx: Context) -> worker::Result<http:
     rebuno_workers::fetch(&agent, req, &env, &ctx).await
 }
 
-/// The Durable Object class bound as `REBUNO_RUNS`: runs the dispatches of one execution.
-#[durable_object(fetch)]
+/// The Durable Object class bound as `REBUNO_RUNS`: runs the dispatches of one execution,
+/// kept from idle eviction by its alarm. (`alarm`: the constructor and the
+/// `fetch` and `alarm` handlers.)
+#[durable_object(alarm)]
 #[derive(Debug)]
 pub struct RebunoRun {
     state: State,
@@ -137,6 +142,10 @@ impl DurableObject for RebunoRun {
     async fn fetch(&self, request: Request) -> worker::Result<Response> {
         let agent = agent(&self.env).map_err(config_error)?;
         rebuno_workers::serve_in_durable_object(&agent, &self.state, request).await
+    }
+
+    async fn alarm(&self) -> worker::Result<Response> {
+        rebuno_workers::alarm_in_durable_object(&self.state).await
     }
 }
 
@@ -198,9 +207,13 @@ async fn handle(analyze: &Tool<Analyze, Analysis>, input: Input) -> Result<Outpu
                 checked_at,
             })
         }
-        Input::Analyze { text, work_ms } => {
+        Input::Analyze {
+            text,
+            work_ms,
+            pause_ms,
+        } => {
             let analysis = analyze.call(Analyze { text }).await?;
-            let (worked_ms, checked_at) = work(work_ms).await?;
+            let (worked_ms, checked_at) = work_then_pause(work_ms, pause_ms).await?;
             Ok(Output::Analyze {
                 words: analysis.words,
                 longest: analysis.longest,
@@ -283,6 +296,11 @@ async fn ask(
 
 /// A slow `work` step taking `work_ms`, then the `checked_at` step: `(worked_ms, checked_at)`.
 async fn work(work_ms: u64) -> Result<(u64, u64), HandlerError> {
+    work_then_pause(work_ms, 0).await
+}
+
+/// [`work`], waiting `pause_ms` between the two steps.
+async fn work_then_pause(work_ms: u64, pause_ms: u64) -> Result<(u64, u64), HandlerError> {
     let worked_ms: u64 = rebuno::Step::new("work")
         .args(serde_json::json!({ "ms": work_ms }))
         .run(|| async move {
@@ -290,6 +308,9 @@ async fn work(work_ms: u64) -> Result<(u64, u64), HandlerError> {
             Ok::<_, Infallible>(work_ms)
         })
         .await?;
+    if pause_ms > 0 {
+        worker::Delay::from(Duration::from_millis(pause_ms)).await;
+    }
     let checked_at: u64 = rebuno::step("checked_at", || async {
         Ok::<_, Infallible>(rebuno_workers::DateClock.unix_millis())
     })

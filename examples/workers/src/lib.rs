@@ -15,7 +15,8 @@
 //! The Worker reads `REBUNO_URL` (a var: the kernel), `REBUNO_AGENT_SECRET` (a secret: the
 //! webhook secret) and `REBUNO_AGENT_ID` (a var, default `workers-example`).
 //!
-//! Input `{"text": "...", "work_ms": 0}`; output
+//! Input `{"text": "...", "work_ms": 0, "pause_ms": 0}` (`pause_ms`: a wait between the `work`
+//! and `checked_at` steps, outside any step); output
 //! `{"words": N, "longest": "...", "worked_ms": N, "checked_at": <unix ms>}`. `work_ms` makes
 //! the `work` step take that long, to watch a run yield at its deadline and resume on the
 //! re-delivery.
