@@ -6,8 +6,8 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
 use ::http::{HeaderMap, Method};
+use bytes::Bytes;
 use rebuno::kernel::{HyperTransport, StreamingFuture, Transport, TransportFuture};
 use rebuno::mcp::{McpCall, McpOptions, StreamableHttp};
 use rebuno::{ErrorKind, Idempotency};
