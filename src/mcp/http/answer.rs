@@ -12,8 +12,9 @@ use crate::error::{Error, ErrorKind};
 use crate::kernel::{ByteStream, TransportError};
 use crate::sse::SseBuffer;
 
-/// The most of a JSON answer the client reads (a tool result with images is base64 in JSON,
-/// so this is generous); past it the request fails instead of growing without bound.
+/// The most of an answer (JSON body or event stream) the client reads (a tool result with
+/// images is base64 in JSON, so this is generous); past it the request fails instead of
+/// growing without bound.
 const MAX_ANSWER_BYTES: usize = 32 * 1024 * 1024;
 
 /// How much of an unexpected body an error quotes.
@@ -155,6 +156,7 @@ async fn read_stream(
     negotiated: &Negotiated,
 ) -> Result<Result<Value, RpcError>, Failure> {
     let mut events = SseBuffer::default();
+    let mut read = 0;
     loop {
         while let Some(event) = events.next_event() {
             // A stream may open with an event of only an id (a resumption point): no message.
@@ -181,7 +183,15 @@ async fn read_stream(
             }
         }
         match body.next().await {
-            Some(Ok(chunk)) => events.push(&chunk),
+            Some(Ok(chunk)) => {
+                read += chunk.len();
+                if read > MAX_ANSWER_BYTES {
+                    return Err(Failure::Protocol(format!(
+                        "the event stream passed {MAX_ANSWER_BYTES} bytes without the response to request {id}"
+                    )));
+                }
+                events.push(&chunk);
+            }
             Some(Err(error)) => {
                 return Err(Failure::Protocol(format!(
                     "the event stream broke before the response to request {id}: {error}"

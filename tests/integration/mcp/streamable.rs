@@ -383,3 +383,260 @@ async fn servers_that_are_gone_or_answer_wrongly_give_clear_errors() {
     assert_eq!(timed_out.kind(), ErrorKind::Timeout, "{timed_out}");
     assert!(started.elapsed() < Duration::from_secs(5));
 }
+
+// ---------------------------------------------------------------------------------------------
+// A scripted server: what real servers rarely do (JSON answers, batches, pagination, server
+// requests, garbage), answered by an axum stub on loopback.
+// ---------------------------------------------------------------------------------------------
+
+/// How the stub answers one method.
+#[derive(Clone)]
+enum Reply {
+    /// `200 application/json` with this body (`{id}` in it becomes the request's id).
+    Json(&'static str),
+    /// `200 text/event-stream` with these events' data (`{id}` as above), then the end.
+    Events(Vec<&'static str>),
+    /// This status, content type and body.
+    Raw(u16, &'static str, &'static str),
+}
+
+type Received = Arc<Mutex<Vec<(HeaderMap, Value)>>>;
+
+/// Serves `script` (method → reply; notifications and answers get `202`) at `/mcp`; the
+/// `initialize` answer names session `s-1` unless the script answers it.
+async fn stub(script: Vec<(&'static str, Reply)>) -> (String, Received) {
+    use axum::response::IntoResponse;
+
+    let received = Received::default();
+    let seen = Arc::clone(&received);
+    let script = Arc::new(script);
+    let app = axum::Router::new().route(
+        "/mcp",
+        axum::routing::post(move |headers: HeaderMap, body: Bytes| {
+            let seen = Arc::clone(&seen);
+            let script = Arc::clone(&script);
+            async move {
+                let message: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                seen.lock().unwrap().push((headers, message.clone()));
+                let method = message["method"].as_str().unwrap_or_default();
+                let id = message["id"].to_string();
+                if message.get("id").is_none() || method.is_empty() {
+                    return (axum::http::StatusCode::ACCEPTED, "").into_response();
+                }
+                let fill = |text: &str| text.replace("{id}", &id);
+                let reply = script.iter().find(|(m, _)| *m == method).map(|(_, r)| r.clone());
+                let reply = reply.unwrap_or(match method {
+                    "initialize" => Reply::Json(
+                        r#"{"jsonrpc":"2.0","id":{id},"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"stub","version":"1"}}}"#,
+                    ),
+                    _ => Reply::Raw(500, "text/plain", "unscripted"),
+                });
+                let mut response = match reply {
+                    Reply::Json(body) => {
+                        ([("content-type", "application/json")], fill(body)).into_response()
+                    }
+                    Reply::Events(events) => {
+                        let stream: String = events
+                            .iter()
+                            .map(|data| format!("event: message\ndata: {}\n\n", fill(data)))
+                            .collect();
+                        ([("content-type", "text/event-stream")], stream).into_response()
+                    }
+                    Reply::Raw(status, content_type, body) => (
+                        axum::http::StatusCode::from_u16(status).unwrap(),
+                        [("content-type", content_type)],
+                        body,
+                    )
+                        .into_response(),
+                };
+                if method == "initialize" {
+                    response
+                        .headers_mut()
+                        .insert("mcp-session-id", "s-1".parse().unwrap());
+                }
+                response
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (format!("http://{address}/mcp"), received)
+}
+
+fn call(
+    client: &StreamableHttp,
+    name: &str,
+) -> rebuno::rt::BoxFuture<'static, Result<Value, rebuno::BoxError>> {
+    client.call().call_tool(name.to_owned(), Map::new())
+}
+
+#[tokio::test]
+async fn json_answers_batches_pages_and_server_requests_are_all_understood() {
+    let _trace = trace_init();
+    let (url, received) = stub(vec![(
+        "tools/call",
+        // A 2025-03-26 batch: a notification, then the response.
+        Reply::Json(
+            r#"[{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"hi"}},
+                {"jsonrpc":"2.0","id":{id},"result":{"content":[{"type":"text","text":"done"}]}}]"#,
+        ),
+    )])
+    .await;
+    let client = StreamableHttp::connect(&url).await.unwrap();
+    assert_eq!(client.protocol_version(), "2025-06-18");
+    let done = call(&client, "a").await.unwrap();
+    assert_eq!(done["content"][0]["text"], "done");
+    let headers = received.lock().unwrap()[2].0.clone();
+    assert_eq!(headers["mcp-session-id"], "s-1");
+    assert_eq!(headers["mcp-protocol-version"], "2025-06-18");
+
+    // On an event stream: a notification, a request the client has no capability for, then
+    // the response. The request gets "method not found" back, posted to the endpoint.
+    let (url, received) = stub(vec![(
+        "tools/list",
+        Reply::Events(vec![
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}"#,
+            r#"{"jsonrpc":"2.0","id":"srv-1","method":"sampling/createMessage","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":{id},"result":{"tools":[{"name":"only"}]}}"#,
+        ]),
+    )])
+    .await;
+    let client = StreamableHttp::connect(&url).await.unwrap();
+    let specs = client.specs().await.unwrap();
+    assert_eq!(specs.len(), 1);
+    let answers: Vec<Value> = received
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, m)| m.get("method").is_none())
+        .map(|(_, m)| m.clone())
+        .collect();
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert_eq!(answers[0]["id"], "srv-1");
+    assert_eq!(answers[0]["error"]["code"], -32601);
+}
+
+#[tokio::test]
+async fn every_page_of_tools_list_is_read() {
+    let _trace = trace_init();
+    // The cursor the client sends picks the page.
+    let received = Received::default();
+    let seen = Arc::clone(&received);
+    let app = axum::Router::new().route(
+        "/mcp",
+        axum::routing::post(move |body: Bytes| {
+            let seen = Arc::clone(&seen);
+            async move {
+                use axum::response::IntoResponse;
+                let message: Value = serde_json::from_slice(&body).unwrap();
+                seen.lock().unwrap().push((HeaderMap::new(), message.clone()));
+                let id = message["id"].clone();
+                let result = match (message["method"].as_str(), message["params"]["cursor"].as_str()) {
+                    (Some("initialize"), _) => json!({"protocolVersion": "2025-11-25", "capabilities": {}, "serverInfo": {"name": "pages", "version": "1"}}),
+                    (Some("tools/list"), None) => json!({"tools": [{"name": "one"}], "nextCursor": "2"}),
+                    (Some("tools/list"), Some("2")) => json!({"tools": [{"name": "two"}], "nextCursor": "3"}),
+                    (Some("tools/list"), Some("3")) => json!({"tools": [{"name": "three"}]}),
+                    _ => return (axum::http::StatusCode::ACCEPTED, "").into_response(),
+                };
+                ([("content-type", "application/json")], json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()).into_response()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let client = StreamableHttp::connect(&url).await.unwrap();
+    let names: Vec<String> = client
+        .specs()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(names, ["one", "two", "three"]);
+    let cursors: Vec<Value> = received
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, m)| m["method"] == "tools/list")
+        .map(|(_, m)| m["params"]["cursor"].clone())
+        .collect();
+    assert_eq!(cursors, [Value::Null, json!("2"), json!("3")]);
+}
+
+#[tokio::test]
+async fn garbage_and_refusals_fail_the_call_with_what_came_back() {
+    let _trace = trace_init();
+    let cases: Vec<(&str, Reply, ErrorKind, &str)> = vec![
+        (
+            "html",
+            Reply::Raw(200, "text/html", "<html>bad gateway</html>"),
+            ErrorKind::Protocol,
+            "<html>bad gateway</html>",
+        ),
+        (
+            "denied",
+            Reply::Raw(401, "text/plain", "no token"),
+            ErrorKind::Network,
+            "HTTP 401 Unauthorized: no token",
+        ),
+        (
+            "accepted",
+            Reply::Raw(202, "", ""),
+            ErrorKind::Protocol,
+            "expected a JSON or event-stream answer",
+        ),
+        (
+            "cut",
+            Reply::Events(vec![
+                r#"{"jsonrpc":"2.0","method":"notifications/message","params":{}}"#,
+            ]),
+            ErrorKind::Protocol,
+            "ended before the response",
+        ),
+        (
+            "noise",
+            Reply::Events(vec!["not json"]),
+            ErrorKind::Protocol,
+            "is not JSON",
+        ),
+        (
+            "wrong-id",
+            Reply::Json(r#"{"jsonrpc":"2.0","id":999,"result":{}}"#),
+            ErrorKind::Protocol,
+            "no response to request",
+        ),
+        (
+            "rpc",
+            Reply::Json(
+                r#"{"jsonrpc":"2.0","id":{id},"error":{"code":-32602,"message":"Unknown tool: rpc"}}"#,
+            ),
+            ErrorKind::Api,
+            "JSON-RPC error -32602: Unknown tool: rpc",
+        ),
+    ];
+    for (name, reply, kind, text) in cases {
+        let (url, _) = stub(vec![("tools/call", reply)]).await;
+        let client = StreamableHttp::connect(&url).await.unwrap();
+        let error = call(&client, name).await.unwrap_err();
+        let error = error.downcast::<rebuno::Error>().expect("an SDK error");
+        assert_eq!(error.kind(), kind, "{name}: {error}");
+        assert!(error.to_string().contains(text), "{name}: {error}");
+        assert!(
+            error
+                .to_string()
+                .contains(&format!("tools/call \"{name}\"")),
+            "{error}"
+        );
+    }
+
+    let (url, _) = stub(vec![(
+        "initialize",
+        Reply::Json(r#"{"jsonrpc":"2.0","id":{id},"result":{"protocolVersion":"2024-11-05","capabilities":{},"serverInfo":{"name":"old","version":"1"}}}"#),
+    )])
+    .await;
+    let old = StreamableHttp::connect(&url).await.unwrap_err();
+    assert_eq!(old.kind(), ErrorKind::Protocol);
+    assert!(old.to_string().contains("\"2024-11-05\""), "{old}");
+}
