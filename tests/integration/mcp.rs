@@ -963,12 +963,12 @@ async fn the_python_fixture_over_streamable_http_replays_and_counts_effects_once
 // Parity with the Python SDK's flattening on the same real results
 // ---------------------------------------------------------------------------------------------
 
-/// The Python SDK's `_default_flatten` (rebuno 0.29.2) on each raw result.
-fn python_flatten(raw: &[Value]) -> Vec<Value> {
+/// Runs `script` (under tests/mcp/) with the venv's python, `input` as JSON on its stdin.
+fn run_python(script: &str, input: &impl serde::Serialize) -> std::process::Output {
     use std::io::Write;
 
     let mut child = std::process::Command::new(setup())
-        .arg(repo().join("tests/mcp/flatten_parity.py"))
+        .arg(repo().join("tests/mcp").join(script))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -978,9 +978,14 @@ fn python_flatten(raw: &[Value]) -> Vec<Value> {
         .stdin
         .take()
         .unwrap()
-        .write_all(serde_json::to_string(raw).unwrap().as_bytes())
+        .write_all(serde_json::to_string(input).unwrap().as_bytes())
         .unwrap();
-    let out = child.wait_with_output().unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// The Python SDK's `_default_flatten` (rebuno 0.29.2) on each raw result.
+fn python_flatten(raw: &[Value]) -> Vec<Value> {
+    let out = run_python("flatten_parity.py", &raw);
     assert!(
         out.status.success(),
         "{}",

@@ -107,7 +107,7 @@ fn runs_of(object: &str) -> usize {
 /// # Errors
 ///
 /// When the request or the answer cannot be converted between `worker` and `http` types, or
-/// its body cannot be read.
+/// the runtime refuses `waitUntil`.
 pub async fn serve_in_durable_object(
     agent: &Agent,
     state: &State,
@@ -121,10 +121,11 @@ pub async fn serve_in_durable_object(
         count_run(&object, true);
         mark_running(&storage).await;
         let run = run_then_settle(task, storage, object.clone());
-        state
-            .as_raw()
-            .wait_until(&task_promise(run))
-            .map_err(worker::Error::from)?;
+        if let Err(error) = state.as_raw().wait_until(&task_promise(run)) {
+            // No run after all: the next alarm finds none and clears the marker.
+            count_run(&object, false);
+            return Err(worker::Error::from(error));
+        }
     }
     if let Ok(value) = http::HeaderValue::from_str(&object) {
         dispatch.response.headers_mut().insert(OBJECT_HEADER, value);

@@ -174,22 +174,7 @@ fn definition_of(message: &Value) -> &'static str {
 
 /// Runs tests/mcp/validate_messages.py on `items`; its output lines, and whether all passed.
 fn validate(items: &[Value]) -> (Vec<String>, bool) {
-    use std::io::Write;
-
-    let mut child = std::process::Command::new(setup())
-        .arg(repo().join("tests/mcp/validate_messages.py"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("python");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(serde_json::to_string(items).unwrap().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = run_python("validate_messages.py", &items);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.trim().is_empty(), "validator: {stderr}");
     let lines = String::from_utf8_lossy(&out.stdout)
