@@ -27,6 +27,13 @@ import { Log, LogLevel, Miniflare } from "miniflare";
 const AGENT = "workers-example";
 // The same Worker with a REBUNO_RUNS Durable Object binding: Durable Object mode.
 const AGENT_DO = "workers-durable-object";
+// Durable Object mode again, in a runtime of its own: the long run past the idle limit.
+const AGENT_IDLE = "workers-do-idle";
+// How long that run works: workerd drops an object 70–140 s after its last request or alarm
+// (a sweep every 70 s), so a run this long never survives without the heartbeat alarm.
+const IDLE_RUN_MS = 150_000;
+const IDLE_TEST =
+  "Durable Object mode: a 150 s run outlives the idle eviction (70–140 s after the object's last request) on its alarm heartbeat, in one delivery";
 // The same Worker with OTEL_EXPORTER_OTLP_ENDPOINT: it exports its runs over OTLP.
 const AGENT_OTEL = "workers-otel";
 const OTEL_SERVICE = "workers-e2e";
@@ -931,6 +938,26 @@ const tests = [
       return `${note}, no object woken`;
     },
   ],
+  [
+    IDLE_TEST,
+    async ({ kernel, idleProxy, idleRun }) => {
+      assert(idleRun, "the long run was not started");
+      const created = await idleRun.created;
+      const done = await waitTerminal(kernel, created.id, IDLE_RUN_MS + 60_000);
+      const seconds = (performance.now() - idleRun.started) / 1000;
+      assert(done.status === "completed", `status ${done.status}: ${JSON.stringify(done)}`);
+      assert(done.output?.worked_ms === IDLE_RUN_MS, `output ${JSON.stringify(done.output)}`);
+      await idleProxy.settled();
+      const mine = idleProxy.deliveries.filter((d) => d.body.includes(created.id));
+      const log = await events(kernel, created.id);
+      const reclaimed = log.filter((e) => (e.type ?? e.kind) === "dispatch.reclaimed").length;
+      // An evicted run stops heartbeating its lease: the kernel reclaims and re-delivers it, and
+      // `work` starts over (under the same step id, so no second step.executing event).
+      assert(mine.length === 1 && reclaimed === 0, `${mine.length} deliveries, ${reclaimed} reclaims: the object was evicted mid-run`);
+      assert(seconds < IDLE_RUN_MS / 1000 + 15, `${seconds.toFixed(1)} s: the work started over`);
+      return `completed ${seconds.toFixed(1)} s after creation, 1 delivery, no reclaim (run alongside the tests above)`;
+    },
+  ],
 ];
 
 function sizes() {
@@ -954,6 +981,9 @@ async function main() {
     const doPort = await freePort();
     const doProxy = await startProxy(`http://127.0.0.1:${doPort}`);
     cleanup.push(() => doProxy.server.close());
+    const idlePort = await freePort();
+    const idleProxy = await startProxy(`http://127.0.0.1:${idlePort}`);
+    cleanup.push(() => idleProxy.server.close());
     const otelPort = await freePort();
     const otelProxy = await startProxy(`http://127.0.0.1:${otelPort}`);
     cleanup.push(() => otelProxy.server.close());
@@ -962,8 +992,10 @@ async function main() {
     const mcp = MCP_PYTHON ? await startMcpFixture(MCP_PYTHON) : null;
     if (mcp) cleanup.push(() => mcp.stop());
     const kernel = await startKernel(
-      { [AGENT]: proxy.url, [AGENT_DO]: doProxy.url, [AGENT_OTEL]: otelProxy.url },
+      { [AGENT]: proxy.url, [AGENT_DO]: doProxy.url, [AGENT_OTEL]: otelProxy.url, [AGENT_IDLE]: idleProxy.url },
       { [AGENT]: MCP_POLICY },
+      // A reclaim of an evicted run comes 30 s after its last lease heartbeat.
+      { [AGENT_IDLE]: 30 },
     );
     cleanup.push(() => kernel.child.kill());
     const worker = (port, agentId, extra, vars = {}) =>
@@ -991,6 +1023,10 @@ async function main() {
     };
     let mfDo = worker(doPort, AGENT_DO, doOptions);
     cleanup.push(() => mfDo.dispose());
+    // The long run's runtime: nothing else reaches its objects, so only the alarm keeps its
+    // object from idle eviction.
+    const mfIdle = worker(idlePort, AGENT_IDLE, { durableObjects: { REBUNO_RUNS: "RebunoRun" } });
+    cleanup.push(() => mfIdle.dispose());
     // Telemetry: the same module exporting to the OTLP receiver (when there is one).
     const otelVars = receiver ? { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_SERVICE_NAME: OTEL_SERVICE } : {};
     const mfOtel = worker(otelPort, AGENT_OTEL, {}, otelVars);
@@ -999,9 +1035,15 @@ async function main() {
     const ready = await mf.ready;
     await mfDo.ready;
     await mfOtel.ready;
+    await mfIdle.ready;
     console.log(`workerd ready at ${ready} in ${(performance.now() - started).toFixed(0)} ms`);
     const doWorker = `http://127.0.0.1:${doPort}`;
-    const context = { kernel, proxy, doProxy, doWorker, mf, mfDo, stub, otelProxy, receiver, mcp };
+    const context = { kernel, proxy, doProxy, doWorker, mf, mfDo, stub, otelProxy, receiver, mcp, idleProxy };
+    // The long run goes on while the other tests run; its test, the last, waits for it.
+    if (selected(IDLE_TEST)) {
+      const input = { text: "a long quiet run", work_ms: IDLE_RUN_MS };
+      context.idleRun = { started: performance.now(), created: createExecution(kernel, input, AGENT_IDLE) };
+    }
     // Stops the Durable Object mode's runtime (its objects with it) and starts a new one on the
     // same port and storage.
     context.restartDo = async () => {
@@ -1019,13 +1061,16 @@ async function main() {
   }
 }
 
+/** WORKERS_TESTS=regex runs only the tests whose name matches. */
+function selected(name) {
+  return !process.env.WORKERS_TESTS || new RegExp(process.env.WORKERS_TESTS).test(name);
+}
+
 async function runAll(context) {
   let passed = 0;
   let failed = 0;
-  // WORKERS_TESTS=regex runs only the tests whose name matches.
-  const only = process.env.WORKERS_TESTS ? new RegExp(process.env.WORKERS_TESTS) : null;
   for (const [name, run] of tests) {
-    if (only && !only.test(name)) continue;
+    if (!selected(name)) continue;
     const started = performance.now();
     try {
       const note = await run(context);

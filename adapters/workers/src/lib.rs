@@ -132,9 +132,10 @@
 //! ```
 //!
 //! Durable Objects need the Workers Paid plan. `tests/workers/run.sh` runs the example in this
-//! mode in workerd: a 9 s model stream against a 6 s budget is read to its end in one delivery,
-//! and a run whose runtime stops mid-run is re-delivered to the restarted object and completes,
-//! no step run twice.
+//! mode in workerd: a 9 s model stream against a 6 s budget is read to its end in one delivery;
+//! a 150 s run outlives workerd's idle eviction (it never does without the heartbeat); and a run
+//! whose runtime stops mid-run is re-delivered to the restarted object and completes, no step
+//! run twice.
 //!
 //! [Durable Object]: https://developers.cloudflare.com/durable-objects/
 //!
@@ -170,6 +171,8 @@ mod limits;
 mod object;
 #[cfg(target_arch = "wasm32")]
 mod rt;
+#[cfg(target_arch = "wasm32")]
+mod runs;
 #[cfg(target_arch = "wasm32")]
 mod serve;
 #[cfg(target_arch = "wasm32")]

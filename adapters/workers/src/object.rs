@@ -14,14 +14,14 @@
 //!   one's steps. The heartbeat alarm that fires on the restarted object finds no run in memory,
 //!   logs the loss and stops.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::time::Duration;
 
 use rebuno::Agent;
+use wasm_bindgen::JsValue;
 use worker::{State, Storage};
 
 use crate::durable::OBJECT_HEADER;
+use crate::runs;
 use crate::serve::task_promise;
 
 /// How often the alarm fires while a run is under way: well inside the idle limit (about 70 s),
@@ -31,43 +31,6 @@ pub const HEARTBEAT: Duration = Duration::from_secs(10);
 /// The storage key marking a run under way (its start, in Unix milliseconds), so an object
 /// that restarted can tell that it lost one.
 const RUNNING_KEY: &str = "rebuno.running_since";
-
-thread_local! {
-    /// Runs under way in this isolate, per object id (objects may share an isolate).
-    static RUNS: RefCell<HashMap<String, usize>> = RefCell::new(HashMap::new());
-}
-
-/// The object's id, as the runtime names it.
-fn object_id(state: &State) -> String {
-    state
-        .as_raw()
-        .id()
-        .and_then(|id| id.to_string())
-        .unwrap_or_default()
-}
-
-/// Counts a run of `object` in or out; returns how many are under way.
-fn count_run(object: &str, started: bool) -> usize {
-    RUNS.with(|runs| {
-        let mut runs = runs.borrow_mut();
-        let count = runs.entry(object.to_owned()).or_default();
-        if started {
-            *count += 1;
-        } else {
-            *count = count.saturating_sub(1);
-        }
-        let now = *count;
-        if now == 0 {
-            runs.remove(object);
-        }
-        now
-    })
-}
-
-/// How many runs of `object` are under way in this isolate.
-fn runs_of(object: &str) -> usize {
-    RUNS.with(|runs| runs.borrow().get(object).copied().unwrap_or(0))
-}
 
 /// Serves a dispatch forwarded by [`forward_to_durable_object`](crate::forward_to_durable_object),
 /// inside the Durable Object's `fetch`: checks it again, acknowledges it (naming the object in
@@ -115,19 +78,18 @@ pub async fn serve_in_durable_object(
 ) -> worker::Result<worker::Response> {
     let request = worker::HttpRequest::try_from(request)?;
     let mut dispatch = agent.handle(request).await;
-    let object = object_id(state);
     if let Some(task) = dispatch.background.take() {
         let storage = state.storage();
-        count_run(&object, true);
+        runs::started(state);
         mark_running(&storage).await;
-        let run = run_then_settle(task, storage, object.clone());
+        let run = run_then_settle(task, storage, runs::instance(state));
         if let Err(error) = state.as_raw().wait_until(&task_promise(run)) {
             // No run after all: the next alarm finds none and clears the marker.
-            count_run(&object, false);
+            runs::ended(&runs::instance(state));
             return Err(worker::Error::from(error));
         }
     }
-    if let Ok(value) = http::HeaderValue::from_str(&object) {
+    if let Ok(value) = http::HeaderValue::from_str(&runs::object_id(state)) {
         dispatch.response.headers_mut().insert(OBJECT_HEADER, value);
     }
     worker::Response::try_from(dispatch.response)
@@ -145,7 +107,7 @@ pub async fn serve_in_durable_object(
 /// instead); the `Result` matches the `alarm` handler's.
 pub async fn alarm_in_durable_object(state: &State) -> worker::Result<worker::Response> {
     let storage = state.storage();
-    if runs_of(&object_id(state)) > 0 {
+    if runs::under_way(state) > 0 {
         beat(&storage).await;
         return worker::Response::ok("running");
     }
@@ -185,9 +147,9 @@ async fn beat(storage: &Storage) {
 }
 
 /// Runs `task`; when it was the object's last run under way, clears the marker and the alarm.
-async fn run_then_settle(task: rebuno::rt::Task, storage: Storage, object: String) {
+async fn run_then_settle(task: rebuno::rt::Task, storage: Storage, instance: JsValue) {
     task.await;
-    if count_run(&object, false) > 0 {
+    if runs::ended(&instance) > 0 {
         return;
     }
     if let Err(error) = storage.delete(RUNNING_KEY).await {
