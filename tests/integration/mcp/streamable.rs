@@ -625,3 +625,45 @@ async fn garbage_and_refusals_fail_the_call_with_what_came_back() {
     assert_eq!(old.kind(), ErrorKind::Protocol);
     assert!(old.to_string().contains("\"2024-11-05\""), "{old}");
 }
+
+#[tokio::test]
+async fn concurrent_calls_share_one_session_and_each_gets_its_own_answer() {
+    let _trace = trace_init();
+    let server = server().await;
+    let (transport, sent) = Recording::new();
+    let client = StreamableHttp::builder(&server.url)
+        .transport(transport)
+        .connect()
+        .await
+        .unwrap();
+    // As an LLM's parallel tool calls arrive: 24 calls at once on one session.
+    let calls = (0..24_i64).map(|a| {
+        let mut args = Map::new();
+        args.insert("a".into(), json!(a));
+        args.insert("b".into(), json!(1000));
+        client.call().call_tool("add".into(), args)
+    });
+    let answers = futures_util::future::join_all(calls).await;
+    for (a, answer) in answers.into_iter().enumerate() {
+        assert_eq!(
+            answer.unwrap()["structuredContent"],
+            json!({"result": a as i64 + 1000}),
+            "call {a}"
+        );
+    }
+    let sent = sent.lock().unwrap();
+    let mut ids: Vec<u64> = sent
+        .iter()
+        .filter_map(|(_, _, body)| serde_json::from_slice::<Value>(body).ok())
+        .filter(|m| m["method"] == "tools/call")
+        .map(|m| m["id"].as_u64().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 24, "every request has an id of its own");
+    let sessions: std::collections::HashSet<_> = sent
+        .iter()
+        .filter_map(|(_, headers, _)| headers.get("mcp-session-id"))
+        .collect();
+    assert_eq!(sessions.len(), 1, "one session throughout");
+}
