@@ -1,5 +1,7 @@
 //! The `llm_call` step behind one provider request: begin, then record, fail or stream deltas.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use serde_json::Value;
 
@@ -33,7 +35,23 @@ pub(super) enum Begin {
 pub(super) struct LlmStep {
     context: ExecutionContext,
     id: String,
+    span: Arc<StepSpan>,
+}
+
+/// The step's span, shared by the step's clones (the response body holds one): when the last
+/// lets go, the span closes and its export is scheduled, as after any other step, so a process
+/// killed after an LLM call with no step behind it still leaves the call in the trace.
+#[derive(Debug)]
+struct StepSpan {
     span: tracing::Span,
+    runtime: crate::rt::Runtime,
+}
+
+impl Drop for StepSpan {
+    fn drop(&mut self) {
+        drop(std::mem::replace(&mut self.span, tracing::Span::none()));
+        crate::observe::after_step(&self.runtime);
+    }
 }
 
 /// Submits the `llm_call` step for `body` (target = its `model`, args = the whole body).
@@ -59,11 +77,16 @@ pub(super) async fn begin(context: Option<ExecutionContext>, body: &Bytes) -> Re
         }
     };
     record_decision(&span, &decision);
+    let runtime = context.kernel().runtime().clone();
     let begun = start(context, decision, &target, stream, &span);
     match &begun {
         Ok(Begin::Proceed { .. }) => {} // the step's record or failure ends its span
         Ok(_) => record_step_end(&span, Ok(())),
         Err(error) => record_step_end(&span, Err(error)),
+    }
+    if !matches!(begun, Ok(Begin::Proceed { .. })) {
+        drop(span); // a replay or a refusal: the span ends here
+        crate::observe::after_step(&runtime);
     }
     begun.or_else(refused)
 }
@@ -83,9 +106,12 @@ fn start(
         Decision::Proceed => match decision.step_id {
             Some(id) if !id.is_empty() => Ok(Begin::Proceed {
                 step: LlmStep {
+                    span: Arc::new(StepSpan {
+                        span: span.clone(),
+                        runtime: context.kernel().runtime().clone(),
+                    }),
                     context,
                     id,
-                    span: span.clone(),
                 },
                 stream,
             }),
@@ -144,7 +170,7 @@ impl LlmStep {
             .context
             .record_success(&self.id, &record.to_value(), &captures)
             .await;
-        record_step_end(&self.span, recorded.as_ref().map(|_| ()));
+        record_step_end(&self.span.span, recorded.as_ref().map(|_| ()));
         if recorded.is_ok() && (200..300).contains(&record.status) {
             let streamed = record
                 .content_type()
@@ -158,8 +184,8 @@ impl LlmStep {
     /// reported; other errors are logged, since the caller is already handling the failure
     /// that caused this.
     pub(super) async fn fail(&self, message: String) -> Result<()> {
-        self.span.record("outcome", "failed");
-        self.span.record("failure_reason", message.as_str());
+        self.span.span.record("outcome", "failed");
+        self.span.span.record("failure_reason", message.as_str());
         let captures = Captures::default();
         match self
             .context

@@ -306,9 +306,10 @@ pub(crate) fn schedule_after_step(runtime: &crate::rt::Runtime) {
         if shared.export_scheduled.swap(true, Ordering::AcqRel) {
             continue;
         }
-        let delay = runtime.sleep(shared.export_interval);
+        // The delay is made inside the task, so nothing touches the timer unless it runs.
+        let sleeper = runtime.clone();
         let export = crate::rt::Task::new(async move {
-            delay.await;
+            sleeper.sleep(shared.export_interval).await;
             shared.export_scheduled.store(false, Ordering::Release);
             if let Err(error) = shared.flush_within(shared.timeout, false).await {
                 tracing::warn!(%error, "telemetry export failed; kept for the next flush");

@@ -559,21 +559,30 @@ impl Process {
     }
 }
 
-/// Two steps, then, on the first delivery, a wait that only a kill ends.
+/// Two steps and an LLM call (to the URL in the input), then, on the first delivery, a wait
+/// that only a kill ends.
 fn crashy(kernel_url: &str) -> rebuno::AgentBuilder {
     let search = define_tool("search").execute(|q: String| async move { Ok::<_, HandlerError>(q) });
     Agent::builder("crashy")
         .secret(crate::support::SECRET)
         .base_url(kernel_url)
-        .handler(move |q: String| {
+        .handler(move |(q, llm_url): (String, String)| {
             let search = search.clone();
             async move {
                 let found = search.call(q).await?;
                 let composed = step("compose", || async { Ok::<_, HandlerError>(1) }).await?;
+                let body = json!({ "model": "gpt-test", "stream": true, "messages": [{ "role": "user", "content": "hi" }] });
+                let request = http::Request::post(llm_url)
+                    .header("content-type", "application/json")
+                    .body(Bytes::from(body.to_string()))?;
+                let response = rebuno::llm::fetch(request).await?;
+                let answered = response.status().as_u16();
+                http_body_util::BodyExt::collect(response.into_body()).await?;
+                // Nothing after the LLM call: only its own span's closing can export it.
                 if rebuno::execution()?.dispatch_attempt() == 1 {
                     std::future::pending::<()>().await;
                 }
-                Ok::<_, HandlerError>(json!([found, composed]))
+                Ok::<_, HandlerError>(json!([found, composed, answered]))
             }
         })
 }
@@ -594,14 +603,22 @@ async fn a_process_killed_mid_run_leaves_its_finished_steps_in_the_trace_once() 
             crate::support::SECRET,
         ))
         .unwrap();
+    let stub = LlmStub::start().await;
+    // A stream that outlasts the export interval (200 ms): the export the earlier steps
+    // scheduled has gone by the time the LLM call's span closes.
+    stub.set_chunk_delay(Duration::from_millis(150));
     let created = kernel
-        .create_execution(NewExecution::new("crashy", json!("logs")))
+        .create_execution(NewExecution::new(
+            "crashy",
+            json!(["logs", stub.chat_url()]),
+        ))
         .await
         .unwrap();
-    // Both steps' spans arrive while the run still waits: the export interval, not its end.
+    // The three steps' spans arrive while the run still waits: the export interval, not its
+    // end.
     receiver
         .wait_for_spans(WAIT, |spans| {
-            spans.iter().filter(|s| s["service"] == "first").count() == 2
+            spans.iter().filter(|s| s["service"] == "first").count() == 3
         })
         .await;
     first.kill();
@@ -616,7 +633,8 @@ async fn a_process_killed_mid_run_leaves_its_finished_steps_in_the_trace_once() 
         .unwrap();
     kernel.redeliver(created.id).unwrap();
     let done = kernel.wait_terminal(created.id, WAIT).await.unwrap();
-    assert_eq!(done.output, Some(json!(["logs", 1])));
+    assert_eq!(done.output, Some(json!(["logs", 1, 200])));
+    assert_eq!(stub.hits(), 1, "the LLM call was replayed, not sent again");
     receiver
         .wait_for_spans(WAIT, |spans| {
             spans
@@ -630,7 +648,7 @@ async fn a_process_killed_mid_run_leaves_its_finished_steps_in_the_trace_once() 
         spans.iter().all(|s| s["traceId"] == trace.as_str()),
         "{spans:#?}"
     );
-    for name in ["tool_call search", "local compose"] {
+    for name in ["tool_call search", "local compose", "llm_call gpt-test"] {
         let live: Vec<&Value> = spans.iter().filter(|s| s["name"] == name).collect();
         assert_eq!(live.len(), 1, "{name} once: {spans:#?}");
         assert_eq!(live[0]["service"], "first", "from the process that ran it");
