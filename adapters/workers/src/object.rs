@@ -81,10 +81,9 @@ pub async fn serve_in_durable_object(
     if let Some(task) = dispatch.background.take() {
         let storage = state.storage();
         runs::started(state);
-        mark_running(&storage).await;
         let run = run_then_settle(task, storage, runs::instance(state));
         if let Err(error) = state.as_raw().wait_until(&task_promise(run)) {
-            // No run after all: the next alarm finds none and clears the marker.
+            // No run after all (and no marker or alarm: the run would have set them).
             runs::ended(&runs::instance(state));
             return Err(worker::Error::from(error));
         }
@@ -146,8 +145,11 @@ async fn beat(storage: &Storage) {
     }
 }
 
-/// Runs `task`; when it was the object's last run under way, clears the marker and the alarm.
+/// Marks the run and starts the heartbeat, runs `task`, and when it was the instance's last run
+/// under way, clears the marker and the alarm.
 async fn run_then_settle(task: rebuno::rt::Task, storage: Storage, instance: JsValue) {
+    // In the background, not before the acknowledgement: storage writes are not on its path.
+    mark_running(&storage).await;
     task.await;
     if runs::ended(&instance) > 0 {
         return;
