@@ -51,6 +51,15 @@ pub(crate) fn call_params(
     params
 }
 
+/// `notifications/cancelled` for the request `id`, which the client no longer waits for.
+pub(crate) fn cancelled(id: u64, reason: &str) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": id, "reason": reason},
+    })
+}
+
 /// The answer to a request the server sent on a stream: `ping` gets the empty result, anything
 /// else "method not found" (the client declared no capabilities that would invite one).
 pub(crate) fn answer_to_server(id: &Value, method: &str) -> Value {
@@ -161,6 +170,10 @@ mod tests {
         assert_eq!(
             call_params("add", Map::new(), None),
             json!({"name": "add", "arguments": {}})
+        );
+        assert_eq!(
+            cancelled(7, "superseded"),
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7, "reason": "superseded"}})
         );
     }
 

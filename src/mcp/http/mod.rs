@@ -9,8 +9,9 @@
 //! the request again. Not covered: resuming a broken stream (`Last-Event-ID`), server-initiated
 //! streams (`GET`), sampling, elicitation and roots; use `mcp::rmcp` (native) for those.
 //!
-//! A dropped call (its dispatch superseded) is not cancelled on the server. Connections are not
-//! durable: each dispatch may connect again, and replayed steps never reach the server.
+//! A call dropped before its answer (its dispatch superseded) is cancelled on the server with
+//! `notifications/cancelled`. Connections are not durable: each dispatch may connect again, and
+//! replayed steps never reach the server.
 
 mod answer;
 mod message;
@@ -147,7 +148,7 @@ impl StreamableHttp {
     /// is not a JSON-RPC response.
     pub async fn request(&self, method: &str, params: Option<Value>) -> Result<Value> {
         self.session
-            .request(method, params, None)
+            .request(method, params, None, None)
             .await
             .map_err(|failure| failure.into_error(method))
     }
@@ -228,17 +229,67 @@ impl McpCall for StreamableHttpCall {
         arguments: Map<String, Value>,
     ) -> BoxFuture<'static, std::result::Result<Value, BoxError>> {
         let session = Arc::clone(&self.session);
-        let traceparent = crate::context::current_step()
+        let step = crate::context::current_step();
+        let traceparent = step
+            .as_ref()
             .and_then(|(context, step)| crate::spans::traceparent(context.id(), &step.id));
+        let runtime = step.map(|(context, _)| context.kernel().runtime().clone());
         Box::pin(async move {
             let params = message::call_params(&name, arguments, traceparent.as_deref());
-            session
-                .request("tools/call", Some(params), traceparent.as_deref())
-                .await
-                .map_err(|failure: Failure| {
-                    BoxError::from(failure.into_error(&format!("tools/call {name:?}")))
-                })
+            let abandon = AbandonGuard::new(&session, runtime);
+            let result = session
+                .request(
+                    "tools/call",
+                    Some(params),
+                    traceparent.as_deref(),
+                    Some(&abandon.sent),
+                )
+                .await;
+            abandon.disarm();
+            result.map_err(|failure: Failure| {
+                BoxError::from(failure.into_error(&format!("tools/call {name:?}")))
+            })
         })
+    }
+}
+
+/// Cancels a `tools/call` on the server when the call is dropped before its answer (its
+/// dispatch superseded or cut off), with `notifications/cancelled` sent in a task of the
+/// execution's runtime. Outside an execution there is no runtime to send it from.
+struct AbandonGuard {
+    session: Arc<Session>,
+    runtime: Option<crate::rt::Runtime>,
+    /// The id of the request on the wire, 0 until it is sent.
+    sent: AtomicU64,
+    armed: bool,
+}
+
+impl AbandonGuard {
+    fn new(session: &Arc<Session>, runtime: Option<crate::rt::Runtime>) -> Self {
+        Self {
+            session: Arc::clone(session),
+            runtime,
+            sent: AtomicU64::new(0),
+            armed: true,
+        }
+    }
+
+    /// The call ended with an answer or a failure: nothing to cancel.
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for AbandonGuard {
+    fn drop(&mut self) {
+        let id = self.sent.load(std::sync::atomic::Ordering::Acquire);
+        let Some(runtime) = self.runtime.as_ref().filter(|_| self.armed && id != 0) else {
+            return;
+        };
+        let session = Arc::clone(&self.session);
+        runtime.spawn(crate::rt::Task::new(async move {
+            session.cancel(id, "the call was abandoned").await;
+        }));
     }
 }
 

@@ -55,7 +55,7 @@ impl Session {
         let params = message::initialize_params(&self.client_name, &self.client_version);
         let fresh = Negotiated::default();
         let answer = self
-            .exchange("initialize", Some(params), &fresh, None)
+            .exchange("initialize", Some(params), &fresh, None, None)
             .await?;
         let result = answer.result.map_err(Failure::Rpc)?;
         let version = result
@@ -85,25 +85,38 @@ impl Session {
     /// Sends a request and returns its result. A `404` on a request that named a session
     /// means the server ended that session: the client initializes a new one (unless another
     /// request already did) and sends the request once more.
+    ///
+    /// `sent`, when given, is set to the id of the request on the wire (for a cancellation).
     pub(super) async fn request(
         &self,
         method: &str,
         params: Option<Value>,
         traceparent: Option<&str>,
+        sent: Option<&AtomicU64>,
     ) -> Result<Value, Failure> {
         let used = self.negotiated();
         let answer = match self
-            .exchange(method, params.clone(), &used, traceparent)
+            .exchange(method, params.clone(), &used, traceparent, sent)
             .await
         {
             Err(Failure::SessionExpired) => {
                 self.renew(&used).await?;
                 let renewed = self.negotiated();
-                self.exchange(method, params, &renewed, traceparent).await?
+                self.exchange(method, params, &renewed, traceparent, sent)
+                    .await?
             }
             other => other?,
         };
         answer.result.map_err(Failure::Rpc)
+    }
+
+    /// Tells the server that request `id` is abandoned (`notifications/cancelled`).
+    pub(super) async fn cancel(&self, id: u64, reason: &str) {
+        let negotiated = self.negotiated();
+        let message = message::cancelled(id, reason);
+        if let Err(failure) = self.post_without_answer(&message, &negotiated).await {
+            tracing::debug!(%failure, id, "cancelling an MCP request failed");
+        }
     }
 
     /// A new session, unless the session `expired` was already replaced.
@@ -138,8 +151,12 @@ impl Session {
         params: Option<Value>,
         negotiated: &Negotiated,
         traceparent: Option<&str>,
+        sent: Option<&AtomicU64>,
     ) -> Result<Answer, Failure> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        if let Some(sent) = sent {
+            sent.store(id, Ordering::Release);
+        }
         let body = message::request(id, method, params);
         let mut request = self.build(Method::POST, Bytes::from(body.to_string()), negotiated)?;
         if let Some(value) = traceparent.and_then(|t| HeaderValue::from_str(t).ok()) {

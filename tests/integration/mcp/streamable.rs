@@ -383,6 +383,8 @@ enum Reply {
     Events(Vec<&'static str>),
     /// This status, content type and body.
     Raw(u16, &'static str, &'static str),
+    /// No answer, ever.
+    Hang,
 }
 
 type Received = Arc<Mutex<Vec<(HeaderMap, Value)>>>;
@@ -416,7 +418,11 @@ async fn stub(script: Vec<(&'static str, Reply)>) -> (String, Received) {
                     ),
                     _ => Reply::Raw(500, "text/plain", "unscripted"),
                 });
+                if matches!(reply, Reply::Hang) {
+                    std::future::pending::<()>().await;
+                }
                 let mut response = match reply {
+                    Reply::Hang => unreachable!("never answered"),
                     Reply::Json(body) => {
                         ([("content-type", "application/json")], fill(body)).into_response()
                     }
@@ -666,4 +672,73 @@ async fn concurrent_calls_share_one_session_and_each_gets_its_own_answer() {
         .filter_map(|(_, headers, _)| headers.get("mcp-session-id"))
         .collect();
     assert_eq!(sessions.len(), 1, "one session throughout");
+}
+
+#[tokio::test]
+async fn a_call_abandoned_by_a_superseded_dispatch_is_cancelled_on_the_server() {
+    let _trace = trace_init();
+    let (url, received) = stub(vec![("tools/call", Reply::Hang)]).await;
+    let client = StreamableHttp::connect(&url).await.unwrap();
+    let tools = wrap_mcp_tools(
+        [rebuno::mcp::McpToolSpec::new("hang")],
+        client.call(),
+        &McpOptions::new().prefix("st"),
+    );
+    let h = harness("abandoning", tools, None).await;
+    let created = h
+        .kernel
+        .create_execution(rebuno_devkernel::NewExecution::new(
+            "abandoning",
+            json!({ "calls": [["st_hang", {}]] }),
+        ))
+        .await
+        .unwrap();
+    let calls = || -> Vec<Value> {
+        received
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, m)| m.clone())
+            .filter(|m| m["method"] == "tools/call")
+            .collect()
+    };
+    for _ in 0..500 {
+        if !calls().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let first = calls()[0]["id"].clone();
+    // A new attempt supersedes the one waiting on the server: its call is dropped.
+    assert_eq!(h.kernel.redeliver(created.id).unwrap(), 2);
+    let cancelled = || -> Vec<Value> {
+        received
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, m)| m.clone())
+            .filter(|m| m["method"] == "notifications/cancelled")
+            .collect()
+    };
+    for _ in 0..500 {
+        if !cancelled().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let sent = cancelled();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0]["params"]["requestId"], first);
+    assert!(sent[0].get("id").is_none(), "a notification");
+    let (lines, passed) = validate(&[json!({"def": "CancelledNotification", "message": sent[0]})]);
+    assert!(passed, "{lines:?}");
+    // Attempt 2 calls again (the step was never recorded) and waits in turn.
+    for _ in 0..500 {
+        if calls().len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(calls().len(), 2);
+    assert_ne!(calls()[1]["id"], first);
 }
