@@ -693,52 +693,39 @@ async fn a_call_abandoned_by_a_superseded_dispatch_is_cancelled_on_the_server() 
         ))
         .await
         .unwrap();
-    let calls = || -> Vec<Value> {
+    let posted = |method: &str| -> Vec<Value> {
         received
             .lock()
             .unwrap()
             .iter()
             .map(|(_, m)| m.clone())
-            .filter(|m| m["method"] == "tools/call")
+            .filter(|m| m["method"] == method)
             .collect()
     };
-    for _ in 0..500 {
-        if !calls().is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let first = calls()[0]["id"].clone();
+    eventually(|| posted("tools/call").len() == 1).await;
+    let first = posted("tools/call")[0]["id"].clone();
     // A new attempt supersedes the one waiting on the server: its call is dropped.
     assert_eq!(h.kernel.redeliver(created.id).unwrap(), 2);
-    let cancelled = || -> Vec<Value> {
-        received
-            .lock()
-            .unwrap()
-            .iter()
-            .map(|(_, m)| m.clone())
-            .filter(|m| m["method"] == "notifications/cancelled")
-            .collect()
-    };
-    for _ in 0..500 {
-        if !cancelled().is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let sent = cancelled();
+    eventually(|| !posted("notifications/cancelled").is_empty()).await;
+    let sent = posted("notifications/cancelled");
     assert_eq!(sent.len(), 1, "{sent:?}");
     assert_eq!(sent[0]["params"]["requestId"], first);
     assert!(sent[0].get("id").is_none(), "a notification");
     let (lines, passed) = validate(&[json!({"def": "CancelledNotification", "message": sent[0]})]);
     assert!(passed, "{lines:?}");
     // Attempt 2 calls again (the step was never recorded) and waits in turn.
+    eventually(|| posted("tools/call").len() == 2).await;
+    let calls = || posted("tools/call");
+    assert_eq!(calls().len(), 2);
+    assert_ne!(calls()[1]["id"], first);
+}
+
+/// Waits up to 5 s for `check` to hold.
+async fn eventually(check: impl Fn() -> bool) {
     for _ in 0..500 {
-        if calls().len() == 2 {
-            break;
+        if check() {
+            return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(calls().len(), 2);
-    assert_ne!(calls()[1]["id"], first);
 }
