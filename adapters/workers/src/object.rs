@@ -141,7 +141,12 @@ async fn mark_running(storage: &Storage) {
 /// Sets the next heartbeat alarm.
 async fn beat(storage: &Storage) {
     if let Err(error) = storage.set_alarm(HEARTBEAT).await {
-        tracing::warn!(%error, "setting the heartbeat alarm failed");
+        tracing::warn!(
+            %error,
+            "setting the heartbeat alarm failed: without it an idle object is evicted mid-run \
+             (declare the class with #[durable_object(alarm)] and call \
+             rebuno_workers::alarm_in_durable_object from its alarm)"
+        );
     }
 }
 
