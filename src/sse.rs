@@ -12,6 +12,8 @@ pub(crate) struct SseEvent {
     pub(crate) data: String,
     /// The `id:` field.
     pub(crate) id: Option<String>,
+    /// The `retry:` field: how long to wait before reconnecting, in milliseconds.
+    pub(crate) retry: Option<u64>,
     /// Whether any `data:` line was present (an event of comments only has none).
     pub(crate) has_data: bool,
 }
@@ -87,6 +89,7 @@ fn parse_block(block: &[u8]) -> SseEvent {
             "data" => data.push(value),
             "event" => event.event = Some(value.to_owned()),
             "id" if !value.contains('\0') => event.id = Some(value.to_owned()),
+            "retry" => event.retry = value.parse().ok().or(event.retry),
             _ => {}
         }
     }
@@ -114,7 +117,7 @@ mod tests {
     #[test]
     fn events_split_anywhere_are_reassembled_with_their_fields() {
         let whole: &[u8] =
-            b"event: message\nid: 7\ndata: {\"a\":\ndata: 1}\n\n: ping\n\ndata:x\n\n";
+            b"event: message\nid: 7\nretry: 500\ndata: {\"a\":\ndata: 1}\n\n: ping\n\ndata:x\n\n";
         for cut in 0..whole.len() {
             let events = events_of(&[&whole[..cut], &whole[cut..]]);
             let with_data: Vec<_> = events.iter().filter(|e| e.has_data).collect();
@@ -122,6 +125,7 @@ mod tests {
             assert_eq!(with_data[0].data, "{\"a\":\n1}");
             assert_eq!(with_data[0].event.as_deref(), Some("message"));
             assert_eq!(with_data[0].id.as_deref(), Some("7"));
+            assert_eq!(with_data[0].retry, Some(500));
             assert_eq!(with_data[1].data, "x");
         }
     }

@@ -854,9 +854,15 @@ struct Fixture {
 
 /// The fixture server over streamable HTTP on `port`, appending its effects to `effects`.
 fn spawn_python_fixture(port: u16, effects: &Path) -> tokio::process::Child {
+    spawn_python_fixture_with(port, effects, &[])
+}
+
+/// [`spawn_python_fixture`] with more arguments (`resumable`).
+fn spawn_python_fixture_with(port: u16, effects: &Path, more: &[&str]) -> tokio::process::Child {
     tokio::process::Command::new(setup())
         .arg(repo().join("tests/mcp/fixture_server.py"))
         .args(["streamable-http", &port.to_string()])
+        .args(more)
         .env("EFFECT_LOG", effects)
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -3,6 +3,8 @@ end-to-end test: stdio, or streamable HTTP on 127.0.0.1 only.
 
     python fixture_server.py                         # stdio
     python fixture_server.py streamable-http PORT    # http://127.0.0.1:PORT/mcp
+    python fixture_server.py streamable-http PORT resumable   # with an event store, and the
+                                                               # `interrupted` tool
 
 `record` appends to the file named by $EFFECT_LOG, so tests can count real side effects.
 """
@@ -10,8 +12,11 @@ end-to-end test: stdio, or streamable HTTP on 127.0.0.1 only.
 import os
 import sys
 
+import anyio
+
 from mcp import types
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.streamable_http import EventMessage, EventStore
 from mcp.shared.message import ServerMessageMetadata
 
 app = MCPServer("rebuno-fixture")
@@ -62,8 +67,43 @@ async def chatty(note: str, ctx: Context) -> str:
     return note
 
 
+class MemoryEventStore(EventStore):
+    """Keeps every event of every stream, so a client can resume after `Last-Event-ID`."""
+
+    def __init__(self):
+        self.events = []  # (event id, stream id, message or None for a priming event)
+
+    async def store_event(self, stream_id, message):
+        event_id = str(len(self.events) + 1)
+        self.events.append((event_id, stream_id, message))
+        return event_id
+
+    async def replay_events_after(self, last_event_id, send_callback):
+        ids = [event[0] for event in self.events]
+        if last_event_id not in ids:
+            return None
+        stream_id = self.events[ids.index(last_event_id)][1]
+        for event_id, stream, message in self.events[ids.index(last_event_id) + 1 :]:
+            if stream == stream_id and message is not None:
+                await send_callback(EventMessage(message, event_id))
+        return stream_id
+
+
+async def interrupted(note: str, ctx: Context) -> str:
+    """Closes the call's event stream before answering: the client resumes it with
+    Last-Event-ID to get the answer."""
+    await ctx.close_sse_stream()
+    await anyio.sleep(0.3)
+    return note
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["streamable-http"]:
-        app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+        options = {}
+        if sys.argv[3:4] == ["resumable"]:
+            # Streams with ids and a retry delay, kept for resumption; one more tool.
+            options = {"event_store": MemoryEventStore(), "retry_interval": 200}
+            app.add_tool(interrupted)
+        app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]), **options)
     else:
         app.run()

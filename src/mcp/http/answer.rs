@@ -149,6 +149,11 @@ fn read_json(id: u64, body: &[u8]) -> Result<Result<Value, RpcError>, Failure> {
 }
 
 /// The response to `id` from an event stream, answering the server's requests on the way.
+///
+/// A stream that ends or breaks before the response, after naming an event id, is resumed:
+/// after the server's `retry` delay, a `GET` with `Last-Event-ID` asks for the events after it
+/// (the 2025-11-25 transport's resumability), a bounded number of times. That needs a clock,
+/// so only calls inside an execution resume.
 async fn read_stream(
     session: &Session,
     id: u64,
@@ -157,8 +162,10 @@ async fn read_stream(
 ) -> Result<Result<Value, RpcError>, Failure> {
     let mut events = SseBuffer::default();
     let mut read = 0;
+    let mut position = Position::default();
     loop {
         while let Some(event) = events.next_event() {
+            position.saw(&event);
             // A stream may open with an event of only an id (a resumption point): no message.
             if event.data.trim().is_empty() {
                 continue;
@@ -182,7 +189,7 @@ async fn read_stream(
                 _ => {}
             }
         }
-        match body.next().await {
+        let ended = match body.next().await {
             Some(Ok(chunk)) => {
                 read += chunk.len();
                 if read > MAX_ANSWER_BYTES {
@@ -191,17 +198,40 @@ async fn read_stream(
                     )));
                 }
                 events.push(&chunk);
+                continue;
             }
-            Some(Err(error)) => {
-                return Err(Failure::Protocol(format!(
-                    "the event stream broke before the response to request {id}: {error}"
-                )));
+            Some(Err(error)) => format!("broke ({error})"),
+            None => "ended".to_owned(),
+        };
+        match super::resume::resume(session, negotiated, &mut position).await {
+            Some(resumed) => {
+                body = resumed?;
+                events = SseBuffer::default();
             }
             None => {
                 return Err(Failure::Protocol(format!(
-                    "the event stream ended before the response to request {id}"
+                    "the event stream {ended} before the response to request {id}"
                 )));
             }
+        }
+    }
+}
+
+/// How far into a stream the client got: the last event id and the server's retry delay.
+#[derive(Debug, Default)]
+pub(super) struct Position {
+    pub(super) last_event_id: Option<String>,
+    pub(super) retry_ms: Option<u64>,
+    pub(super) resumes: usize,
+}
+
+impl Position {
+    fn saw(&mut self, event: &crate::sse::SseEvent) {
+        if let Some(id) = &event.id {
+            self.last_event_id = Some(id.clone());
+        }
+        if let Some(retry) = event.retry {
+            self.retry_ms = Some(retry);
         }
     }
 }

@@ -6,8 +6,10 @@
 //! transport asks for. Answers may be one JSON body or an event stream; on a stream it answers
 //! the server's `ping` and turns down any other server request (it declares no client
 //! capabilities). When the server ends the session (`404`), it initializes a new one and sends
-//! the request again. Not covered: resuming a broken stream (`Last-Event-ID`), server-initiated
-//! streams (`GET`), sampling, elicitation and roots; use `mcp::rmcp` (native) for those.
+//! the request again. A stream that ends before its response is resumed (`GET` with
+//! `Last-Event-ID`, after the server's `retry` delay) when the call is made inside an execution.
+//! Not covered: server-initiated streams (a standalone `GET`), sampling, elicitation and roots;
+//! use `mcp::rmcp` (native) for those.
 //!
 //! A call dropped before its answer (its dispatch superseded) is cancelled on the server with
 //! `notifications/cancelled`. Connections are not durable: each dispatch may connect again, and
@@ -15,6 +17,7 @@
 
 mod answer;
 mod message;
+mod resume;
 mod session;
 
 use std::fmt;

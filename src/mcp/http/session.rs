@@ -201,7 +201,7 @@ impl Session {
     }
 
     /// A request to the endpoint with the session's headers.
-    fn build(
+    pub(super) fn build(
         &self,
         method: Method,
         body: Bytes,

@@ -729,3 +729,51 @@ async fn eventually(check: impl Fn() -> bool) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+#[tokio::test]
+async fn a_stream_the_server_closes_before_answering_is_resumed_with_last_event_id() {
+    let _trace = trace_init();
+    let effects = temp_dir("resumable").join("effects.log");
+    let port = free_port();
+    let _process = spawn_python_fixture_with(port, &effects, &["resumable"]);
+    wait_listening(port).await;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let (transport, sent) = Recording::new();
+    let client = StreamableHttp::builder(&url)
+        .transport(transport)
+        .connect()
+        .await
+        .unwrap();
+    let tools = wrap_mcp_tools(
+        client.specs().await.unwrap(),
+        client.call(),
+        &McpOptions::new().prefix("rs"),
+    );
+    let h = harness("resuming", tools, None).await;
+    let done = h
+        .run(json!([["rs_interrupted", {"note": "after the break"}], ["rs_add", {"a": 1, "b": 2}]]))
+        .await;
+    assert_eq!(
+        output(&done),
+        &json!([{"result": "after the break"}, {"result": 3}])
+    );
+    let resumed: Vec<HeaderMap> = sent
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(method, _, _)| method == Method::GET)
+        .map(|(_, headers, _)| headers.clone())
+        .collect();
+    assert_eq!(resumed.len(), 1, "one resumption");
+    assert!(resumed[0].get("last-event-id").is_some());
+    assert_eq!(resumed[0]["accept"], "text/event-stream");
+    assert!(resumed[0].get("mcp-session-id").is_some());
+
+    // Outside an execution there is no clock to wait the server's retry delay with: the call
+    // fails, saying how the stream ended.
+    let mut args = Map::new();
+    args.insert("note".into(), json!("alone"));
+    let alone = client.call().call_tool("interrupted".into(), args).await;
+    let error = alone.unwrap_err().to_string();
+    assert!(error.contains("ended before the response"), "{error}");
+}
