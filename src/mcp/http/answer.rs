@@ -91,9 +91,7 @@ pub(super) async fn read_answer(
     let (parts, body) = response.into_parts();
     let session_id = parts.headers.get(SESSION_HEADER).cloned();
     if !parts.status.is_success() {
-        let body = read_capped(body, SNIPPET_CHARS * 4)
-            .await
-            .unwrap_or_default();
+        let body = read_start(body).await;
         return Err(Failure::Http {
             status: parts.status,
             body: snippet(&body),
@@ -111,9 +109,7 @@ pub(super) async fn read_answer(
         let whole = read_capped(body, MAX_ANSWER_BYTES).await?;
         read_json(id, &whole)?
     } else {
-        let whole = read_capped(body, SNIPPET_CHARS * 4)
-            .await
-            .unwrap_or_default();
+        let whole = read_start(body).await;
         return Err(Failure::Protocol(format!(
             "expected a JSON or event-stream answer, got HTTP {} with content-type {content_type:?}: {}",
             parts.status,
@@ -250,6 +246,19 @@ async fn read_capped(mut body: ByteStream, limit: usize) -> Result<Bytes, Failur
         whole.extend_from_slice(&chunk);
     }
     Ok(Bytes::from(whole))
+}
+
+/// The start of an unexpected body, enough for an error message's [`snippet`]; the rest is
+/// not read.
+pub(super) async fn read_start(mut body: ByteStream) -> Vec<u8> {
+    let mut start = Vec::new();
+    while start.len() <= SNIPPET_CHARS * 4 {
+        match body.next().await {
+            Some(Ok(chunk)) => start.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    start
 }
 
 /// The start of a body, as text, for an error message.

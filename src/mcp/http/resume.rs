@@ -5,7 +5,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderValue, Method, header};
 
-use super::answer::{Failure, Position, snippet};
+use super::answer::{Failure, Position, read_start, snippet};
 use super::session::{Negotiated, Session};
 use crate::kernel::ByteStream;
 
@@ -62,14 +62,7 @@ async fn reconnect(
         .map_err(Failure::Transport)?;
     let (parts, body) = response.into_parts();
     if !parts.status.is_success() {
-        let mut body = body;
-        let mut start = Vec::new();
-        while let Some(Ok(chunk)) = futures_util::StreamExt::next(&mut body).await {
-            start.extend_from_slice(&chunk);
-            if start.len() > 1200 {
-                break;
-            }
-        }
+        let start = read_start(body).await;
         return Err(Failure::Http {
             status: parts.status,
             body: format!("resuming the event stream: {}", snippet(&start)),

@@ -573,6 +573,17 @@ async fn garbage_and_refusals_fail_the_call_with_what_came_back() {
             "HTTP 401 Unauthorized: no token",
         ),
         (
+            // A long error page: its start is quoted, the rest not read.
+            "overloaded",
+            Reply::Raw(
+                503,
+                "text/plain",
+                Box::leak("busy ".repeat(2000).into_boxed_str()),
+            ),
+            ErrorKind::Network,
+            "HTTP 503 Service Unavailable: busy busy",
+        ),
+        (
             "accepted",
             Reply::Raw(202, "", ""),
             ErrorKind::Protocol,
