@@ -219,18 +219,21 @@ async function startMcpFixture(python) {
   const log = join(dir, "server.log");
   const port = await freePort();
   const out = openSync(log, "a");
-  const child = spawn(python, [join(REPO, "tests/mcp/fixture_server.py"), "streamable-http", String(port)], {
+  // Resumable: its streams carry event ids, and `interrupted` closes its own before answering.
+  const child = spawn(python, [join(REPO, "tests/mcp/fixture_server.py"), "streamable-http", String(port), "resumable"], {
     stdio: ["ignore", out, out],
     env: { ...process.env, EFFECT_LOG: effects },
   });
   closeSync(out);
   await listening(port, child, "the MCP fixture", log);
   const posted = [];
+  const resumed = [];
   const server = createServer((req, res) => {
     const chunks = [];
     req.on("data", (chunk) => chunks.push(chunk));
     req.on("end", () => {
       const body = Buffer.concat(chunks);
+      if (req.method === "GET") resumed.push(req.headers);
       if (req.method === "POST") {
         try {
           posted.push(JSON.parse(body.toString()));
@@ -255,7 +258,7 @@ async function startMcpFixture(python) {
     server.close();
     child.kill();
   };
-  return { url: `http://127.0.0.1:${proxyPort}/mcp`, posted, effects, stop };
+  return { url: `http://127.0.0.1:${proxyPort}/mcp`, posted, resumed, effects, stop };
 }
 
 /** Resolves once something listens on the loopback `port`; fails if `child` exits first. */
@@ -756,10 +759,11 @@ const tests = [
     },
   ],
   [
-    "MCP tools over streamable HTTP (StreamableHttp over the Workers fetch): recorded once, replayed on re-delivery, nulls stripped, at_most_once once, a denial never reaching the server",
+    "MCP tools over streamable HTTP (StreamableHttp over the Workers fetch): recorded once, replayed on re-delivery, nulls stripped, at_most_once once, a denial never reaching the server, a closed stream resumed",
     async ({ kernel, proxy, mcp }) => {
       assert(mcp, "no MCP fixture: set MCP_PYTHON to the python of tests/mcp/setup.sh's venv");
       const before = mcp.posted.length;
+      const resumedBefore = mcp.resumed.length;
       // The calls, then a `work` step long enough that `checked_at` falls past the deadline
       // margin: the first delivery yields, the second replays the calls.
       const calls = [
@@ -767,6 +771,7 @@ const tests = [
         ["fx_greet", { name: "ann", title: null }],
         ["fx_record", { note: "first" }],
         ["fx_chatty", { note: "over the stream" }],
+        ["fx_interrupted", { note: "after the break" }],
         ["fx_boom", { msg: "kaput" }],
         ["fx_weather", { city: "Oslo" }],
       ];
@@ -778,6 +783,7 @@ const tests = [
         { result: "hello friend ann" },
         { result: "1" },
         { result: "over the stream" },
+        { result: "after the break" },
         "Error executing tool boom",
         "fx_weather not allowed. reason: no forecasts at the edge",
       ];
@@ -789,7 +795,7 @@ const tests = [
       const methods = posted.map((m) => m.method ?? "(answer)");
       const called = posted.filter((m) => m.method === "tools/call").map((m) => m.params.name);
       assert(
-        JSON.stringify(called) === JSON.stringify(["add", "greet", "record", "chatty", "boom"]),
+        JSON.stringify(called) === JSON.stringify(["add", "greet", "record", "chatty", "interrupted", "boom"]),
         `tools/call reached the server for ${JSON.stringify(called)}`,
       );
       const greet = posted.find((m) => m.params?.name === "greet");
@@ -798,6 +804,12 @@ const tests = [
       assert(initialized === 2, `${initialized} initialize requests: ${JSON.stringify(methods)}`);
       const pings = posted.filter((m) => m.result && Object.keys(m.result).length === 0).length;
       assert(pings === 1, `${pings} ping answers: ${JSON.stringify(methods)}`);
+      // `interrupted` closed its stream before answering: resumed once with Last-Event-ID.
+      const resumed = mcp.resumed.slice(resumedBefore);
+      assert(
+        resumed.length === 1 && resumed[0]["last-event-id"] && resumed[0]["mcp-session-id"],
+        `resumptions ${JSON.stringify(resumed)}`,
+      );
       const effects = readFileSync(mcp.effects, "utf8");
       assert(effects === "first\n", `record's effects ${JSON.stringify(effects)}`);
       const recorded = await steps(kernel, created.id);
@@ -808,7 +820,7 @@ const tests = [
       const live = liveSteps(await events(kernel, created.id));
       const counts = Object.values(live);
       assert(counts.every((n) => n === 1), `live steps ${JSON.stringify(live)}`);
-      return `2 deliveries; ${called.length} tools/call on the server (none on the replay, the denied one never), ${initialized} sessions, 1 ping answered mid-call, record's effect once; live steps ${JSON.stringify(live)}`;
+      return `2 deliveries; ${called.length} tools/call on the server (none on the replay, the denied one never), ${initialized} sessions, 1 ping answered mid-call, 1 stream resumed with Last-Event-ID, record's effect once; live steps ${JSON.stringify(live)}`;
     },
   ],
   [
