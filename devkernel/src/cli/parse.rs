@@ -10,7 +10,7 @@ use super::{
 const CLIENT_FLAGS: &[&str] = &["--url", "--token"];
 
 /// Serving options: they take a value and only serving accepts them.
-const SERVE_FLAGS: &[&str] = &["--config", "-c", "--addr", "-a"];
+const SERVE_FLAGS: &[&str] = serve::FLAGS;
 
 /// The client options given on the command line, before the environment and defaults apply.
 #[derive(Debug, Default)]
@@ -161,6 +161,11 @@ fn serve_option_for_client(flag: &str, group: &str) -> CliError {
             "--addr",
             "HOST:PORT",
             "to reach a kernel elsewhere, use --url URL (or REBUNO_URL)",
+        ),
+        "--data-dir" | "-d" => (
+            "--data-dir",
+            "DIR",
+            "a client reads whatever the kernel at --url keeps",
         ),
         _ => (
             "--config",
@@ -457,6 +462,7 @@ mod tests {
                 "-a (--addr)",
                 "approvals",
             ),
+            (&["exec", "list", "-d", "/tmp/k"], "-d (--data-dir)", "exec"),
         ] {
             let message = usage_error(args);
             assert!(
@@ -472,6 +478,24 @@ mod tests {
     }
 
     #[test]
+    fn the_data_dir_is_a_serving_option_without_serve() {
+        for args in [
+            &["--data-dir", "/tmp/k"][..],
+            &["-d", "/tmp/k"],
+            &["serve", "-d=/tmp/k"],
+        ] {
+            let Ok(Command::Serve(serve)) = parse_words(args) else {
+                panic!("{args:?} is not serving");
+            };
+            assert_eq!(
+                serve.data_dir,
+                Some(std::path::PathBuf::from("/tmp/k")),
+                "{args:?}"
+            );
+        }
+    }
+
+    #[test]
     fn serving_forms_still_work() {
         for args in [
             &[][..],
@@ -479,6 +503,10 @@ mod tests {
             &["--config", "m.yaml", "--addr", "0.0.0.0:9000"],
             &["serve", "-c=m.yaml", "-a", "0.0.0.0:9000"],
             &["--addr", "0.0.0.0:9000", "serve", "--config", "m.yaml"],
+            &["--data-dir", "/tmp/k"],
+            &["-d", "/tmp/k", "--addr", "0.0.0.0:9000"],
+            &["--data-dir=/tmp/k", "serve"],
+            &["-c", "m.yaml", "-d", "/tmp/k"],
         ] {
             assert!(
                 matches!(parse_words(args), Ok(Command::Serve(_))),

@@ -19,13 +19,13 @@ pub struct ServeArgs {
     pub data_dir: Option<PathBuf>,
 }
 
+/// The serving options, each taking a value; the top-level parser skips their values when it
+/// looks for the command group, so every one of them works with or without `serve`.
+pub(crate) const FLAGS: &[&str] = &["--config", "-c", "--addr", "-a", "--data-dir", "-d"];
+
 /// Parses the serve flags.
 pub(crate) fn parse(args: &[String]) -> Result<ServeArgs, CliError> {
-    let scanned = Scanned::scan(
-        args,
-        &["--config", "-c", "--addr", "-a", "--data-dir", "-d"],
-        &[],
-    )?;
+    let scanned = Scanned::scan(args, FLAGS, &[])?;
     if let Some(extra) = scanned.positional.first() {
         return Err(CliError::Usage(format!("unknown argument {extra:?}")));
     }
