@@ -6,6 +6,10 @@
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
+mod failure;
+
+pub use failure::{FailureReason, FailureToken};
+
 /// The body of a kernel → agent webhook.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
@@ -112,6 +116,26 @@ pub struct Execution {
     /// when the kernel sets execution deadlines).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline_at: Option<String>,
+}
+
+impl Execution {
+    /// This execution's `failure_reason`, parsed (`None` when it records none: it did not
+    /// fail and was not cancelled).
+    ///
+    /// ```
+    /// # fn check(execution: &rebuno::wire::Execution) {
+    /// use rebuno::wire::FailureToken;
+    ///
+    /// if let Some(reason) = execution.failure() {
+    ///     if reason.token == FailureToken::PolicyDenied {
+    ///         eprintln!("denied: {}", reason.detail.unwrap_or("by policy"));
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub fn failure(&self) -> Option<FailureReason<'_>> {
+        (!self.failure_reason.is_empty()).then(|| FailureReason::parse(&self.failure_reason))
+    }
 }
 
 /// What the kernel decided about a submitted step.

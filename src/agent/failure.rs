@@ -1,7 +1,11 @@
 //! The `failure_reason` an execution records for a handler error (PROTOCOL.md §4.5).
 //!
-//! The text before the first colon is a stable token: a kernel reason (`policy_denied`,
-//! `rate_limit_exceeded`, ...) or one of `tool_error`, `agent_error`, `input_invalid`.
+//! The text before the first colon is a stable token (read back by
+//! [`FailureReason`](crate::wire::FailureReason)): a kernel reason (`policy_denied`,
+//! `execution_token_budget_exceeded`, `approval_timeout`, `rate_limit_exceeded`,
+//! `rate_limiter_unavailable`) or one of `tool_error`, `agent_error`, `input_invalid`. Every
+//! other error is `agent_error: <kind>: <text>`, as the Python SDK writes
+//! `agent_error: <exception type>: <text>` (a checkpoint that cannot be restored included).
 
 use crate::error::{ErrorKind, HandlerError, error_chain};
 
@@ -21,7 +25,6 @@ pub(crate) fn failure_reason(error: &HandlerError) -> String {
         }
         ErrorKind::RateLimited => rebuno.reason().unwrap_or("rate_limit_exceeded").to_owned(),
         ErrorKind::Tool => format!("tool_error: {}", rebuno.message()),
-        ErrorKind::CheckpointUnavailable => format!("checkpoint_unavailable: {}", rebuno.message()),
         kind => format!("agent_error: {kind:?}: {}", error_chain(error.as_dyn())),
     }
 }
@@ -67,6 +70,11 @@ mod tests {
         assert_eq!(
             failure_reason(&HandlerError::from("disk full")),
             "agent_error: disk full"
+        );
+        let gone = HandlerError::from(Error::new(ErrorKind::CheckpointUnavailable, "c1 expired"));
+        assert_eq!(
+            failure_reason(&gone),
+            "agent_error: CheckpointUnavailable: c1 expired"
         );
         assert_eq!(
             input_invalid("missing field `q`"),

@@ -183,7 +183,7 @@ async fn a_redelivery_reopens_the_recorded_binding() {
 }
 
 #[tokio::test]
-async fn a_fork_whose_checkpoint_is_gone_fails_with_checkpoint_unavailable() {
+async fn a_fork_whose_checkpoint_is_gone_fails_with_an_agent_error_naming_it() {
     let _trace = trace_init();
     let kernel = DevKernel::start().await.expect("kernel");
     let shelf = Shelf::default();
@@ -206,13 +206,16 @@ async fn a_fork_whose_checkpoint_is_gone_fails_with_checkpoint_unavailable() {
     let forked = client.wait(&fork.id, WAIT).await.expect("fork ends");
 
     assert_eq!(forked.status, rebuno::wire::ExecutionStatus::Failed);
+    // The documented token set (PROTOCOL.md §4.5), as the Python SDK writes it.
     assert!(
         forked
             .failure_reason
-            .starts_with("checkpoint_unavailable: "),
+            .starts_with("agent_error: CheckpointUnavailable: "),
         "{}",
         forked.failure_reason
     );
+    let reason = forked.failure().expect("a failure reason");
+    assert_eq!(reason.token, rebuno::wire::FailureToken::AgentError);
     served.shutdown().await;
 }
 
@@ -274,4 +277,79 @@ async fn a_driver_failing_or_panicking_mid_checkpoint_loses_nothing() {
     let restoration = fork.expect("fork").restoration.expect("restoration");
     assert_eq!(restoration["notebook"]["covered"], false, "{points:?}");
     served.shutdown().await;
+}
+
+/// A driver that implements no `checkpoint`: enough with checkpoints off.
+struct Plain;
+
+impl rebuno::resource::ResourceDriver for Plain {
+    type Handle = u32;
+    type Binding = u32;
+
+    fn driver_id(&self) -> String {
+        "test.plain.v1".into()
+    }
+
+    async fn create(&self, _checkpoint: Option<&str>) -> Result<(u32, u32), rebuno::BoxError> {
+        Ok((7, 7))
+    }
+
+    async fn open(&self, binding: u32) -> Result<u32, rebuno::BoxError> {
+        Ok(binding)
+    }
+}
+
+/// Runs one execution of an agent that opens a `Plain` resource under `checkpoints` and
+/// returns the handle; the ended execution.
+async fn plain_run(checkpoints: Checkpoints) -> rebuno_devkernel::Execution {
+    let kernel = DevKernel::start().await.unwrap();
+    let agent = agent(&kernel, "plain")
+        .handler(move |(): ()| async move {
+            Ok::<_, HandlerError>(resource("box", Plain, checkpoints).await?)
+        })
+        .build()
+        .expect("agent config");
+    let served = serve(agent).await;
+    kernel
+        .register_agent(AgentSpec::new("plain", served.webhook_url(), SECRET))
+        .expect("register");
+    let done = run(&kernel, "plain", Value::Null).await;
+    served.shutdown().await;
+    done
+}
+
+/// Checkpoints are off by default (the current Python and TypeScript docs), and a driver used
+/// without them needs no `checkpoint`.
+#[tokio::test]
+async fn checkpoints_are_off_by_default_and_a_driver_without_checkpoint_works_then() {
+    assert_eq!(Checkpoints::default(), Checkpoints::never());
+    let done = plain_run(Checkpoints::default()).await;
+    assert_eq!(done.output, Some(json!(7)), "{}", done.failure_reason);
+}
+
+/// `every(0)` is refused before anything reaches the kernel, with what to write instead; so is
+/// checkpointing with a driver that cannot capture.
+#[tokio::test]
+async fn every_zero_and_checkpoints_without_a_checkpoint_method_fail_loudly() {
+    let zero = plain_run(Checkpoints::every(0)).await;
+    assert!(
+        zero.failure_reason
+            .contains("every_steps must be at least 1; use Checkpoints::never()"),
+        "{}",
+        zero.failure_reason
+    );
+    assert!(
+        zero.failure_reason.starts_with("agent_error: Config: "),
+        "{}",
+        zero.failure_reason
+    );
+    let unable = plain_run(Checkpoints::every(1)).await;
+    assert!(
+        unable.failure_reason.contains(
+            "driver \"test.plain.v1\" does not capture checkpoints: implement \
+             ResourceDriver::checkpoint"
+        ),
+        "{}",
+        unable.failure_reason
+    );
 }
