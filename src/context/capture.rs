@@ -43,6 +43,11 @@ impl ExecutionContext {
     /// Captures `due` and publishes the result outside any step outcome.
     pub(crate) async fn publish_captures(&self, due: &[ResourceGeneration]) -> Result<()> {
         let records = self.capture(due).await;
+        self.publish(records).await
+    }
+
+    /// Publishes captures taken outside any step outcome.
+    pub(crate) async fn publish(&self, records: Captures) -> Result<()> {
         if records.is_empty() {
             return Ok(());
         }

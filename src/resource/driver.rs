@@ -84,11 +84,37 @@ pub trait ResourceDriver: MaybeSend + MaybeSync + 'static {
 
     /// Captures the current state and returns an immutable reference to it; the handle stays
     /// usable.
+    ///
+    /// Needed only with checkpointing on ([`Checkpoints::every`]). The default captures
+    /// nothing: a resource registered with checkpoints on then fails in
+    /// [`resource`](super::resource) with [`ErrorKind::Config`](crate::ErrorKind::Config),
+    /// naming the driver, before any step runs.
     fn checkpoint(
         &self,
         handle: &Self::Handle,
-    ) -> impl Future<Output = Result<String, BoxError>> + MaybeSend;
+    ) -> impl Future<Output = Result<String, BoxError>> + MaybeSend {
+        let _ = handle;
+        let unsupported = NoCheckpoints(self.driver_id());
+        async move { Err(BoxError::from(unsupported)) }
+    }
 }
+
+/// What the default [`ResourceDriver::checkpoint`] answers: the driver captures nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NoCheckpoints(pub(crate) String);
+
+impl fmt::Display for NoCheckpoints {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "driver {:?} does not capture checkpoints: implement ResourceDriver::checkpoint, or \
+             register the resource with Checkpoints::never()",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for NoCheckpoints {}
 
 /// The checkpoint a forked execution should start from no longer exists.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,6 +129,11 @@ impl fmt::Display for CheckpointUnavailable {
 impl std::error::Error for CheckpointUnavailable {}
 
 /// When to capture checkpoints of a resource.
+///
+/// Off by default ([`Checkpoints::never`]), as in the Python and TypeScript SDKs' current
+/// docs: the resource is created and reopened, and a fork starts from the initial environment.
+/// [`Checkpoints::every`] turns it on; its defaults (every step, and on completion) are the
+/// seeds' defaults for a checkpoint policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Checkpoints {
@@ -113,10 +144,13 @@ pub struct Checkpoints {
 }
 
 impl Checkpoints {
-    /// After every `n` affecting steps (`n` ≥ 1), and on completion.
+    /// After every `n` affecting steps, and on completion. `n` must be at least 1:
+    /// [`resource`](super::resource) refuses `every(0)` with
+    /// [`ErrorKind::Config`](crate::ErrorKind::Config) (use [`Checkpoints::never`] to turn
+    /// checkpoints off).
     pub fn every(n: u32) -> Self {
         Self {
-            every_steps: n.max(1),
+            every_steps: n,
             on_completion: true,
         }
     }
@@ -137,9 +171,21 @@ impl Checkpoints {
     }
 }
 
+impl Checkpoints {
+    /// Why this policy cannot be used, if it cannot: a capture on completion asks for
+    /// checkpoints while `every_steps` 0 turns them off, which is what `every(0)` builds.
+    pub(crate) fn refusal(&self) -> Option<String> {
+        (self.every_steps == 0 && self.on_completion).then(|| {
+            "Checkpoints::every(0): every_steps must be at least 1; use Checkpoints::never() \
+             to turn checkpoints off"
+                .to_owned()
+        })
+    }
+}
+
 impl Default for Checkpoints {
-    /// After every affecting step, and on completion.
+    /// Off: [`Checkpoints::never`].
     fn default() -> Self {
-        Self::every(1)
+        Self::never()
     }
 }

@@ -22,6 +22,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use self::driver::NoCheckpoints;
 pub use self::driver::{CheckpointUnavailable, Checkpoints, ResourceDriver};
 use self::live::{Live, registration};
 use crate::context::{ExecutionContext, current};
@@ -48,6 +49,12 @@ pub async fn resource<D: ResourceDriver>(
     driver: D,
     checkpoints: Checkpoints,
 ) -> Result<D::Handle> {
+    if let Some(refusal) = checkpoints.refusal() {
+        return Err(Error::new(
+            ErrorKind::Config,
+            format!("resource {key:?}: {refusal}"),
+        ));
+    }
     let context =
         current().ok_or_else(|| Error::outside_execution(&format!("resource({key:?})")))?;
     let _exclusive = context.exclusive_always().await;
@@ -64,6 +71,7 @@ pub async fn resource<D: ResourceDriver>(
             });
     }
     let registration = registration(key, &driver, checkpoints);
+    let unsupported = NoCheckpoints(driver.driver_id()).to_string();
     let kernel = context.kernel();
     let view = kernel
         .register_resource(context.id(), context.lease(), &registration.to_json())
@@ -81,7 +89,18 @@ pub async fn resource<D: ResourceDriver>(
             generation: view.generation,
             due: true,
         };
-        context.publish_captures(&[baseline]).await?;
+        let records = context.capture(&[baseline]).await;
+        if records
+            .capture_failures
+            .iter()
+            .any(|f| f.error == unsupported)
+        {
+            return Err(Error::new(
+                ErrorKind::Config,
+                format!("resource {key:?}: {unsupported}"),
+            ));
+        }
+        context.publish(records).await?;
     }
     Ok(handle)
 }
