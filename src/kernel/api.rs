@@ -250,8 +250,9 @@ fn with_captures(mut body: Value, captures: &Captures) -> Value {
     body
 }
 
+/// A request body, floats spelled as the Python SDK spells them (see `floats`).
 fn encode(value: &impl Serialize) -> Result<Bytes> {
-    serde_json::to_vec(value)
+    super::floats::to_vec(value)
         .map(Bytes::from)
         .map_err(|e| Error::serde("could not encode a kernel request", e))
 }

@@ -4,6 +4,7 @@ pub(crate) mod api;
 mod base_url;
 mod default;
 mod exchange;
+mod floats;
 #[cfg(all(feature = "rt-tokio", not(target_arch = "wasm32")))]
 mod hyper;
 mod lease;
