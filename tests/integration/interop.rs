@@ -34,7 +34,6 @@
 use std::fmt::Write as _;
 use std::fs;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use rebuno::wire::ApprovalStatus;
@@ -57,39 +56,8 @@ const INDETERMINATE: &str =
 // Python venv and agent processes
 // ---------------------------------------------------------------------------------------------
 
+use crate::support::pyagent::{PyAgent, Ready, Uvicorn, free_port};
 use crate::support::venv::{python, repo};
-
-/// A Python agent served by uvicorn; killed (SIGKILL) and reaped when dropped.
-struct PyAgent {
-    label: String,
-    child: Child,
-    log: PathBuf,
-    port: u16,
-}
-
-impl PyAgent {
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// The last `lines` lines of the process's stdout + stderr.
-    fn tail(&self, lines: usize) -> String {
-        let text = fs::read_to_string(&self.log).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for PyAgent {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
 
 /// One test's world: a dev kernel, its Python agents and a scratch directory.
 struct Interop {
@@ -133,7 +101,7 @@ impl Interop {
             self.kernel.register_agent(spec).expect("register agent");
             let label = format!("{agent_id}-{}", self.agents.len());
             let mut agent = self.spawn(module, &label, port);
-            match wait_ready(&mut agent).await {
+            match agent.wait_ready(WAIT).await {
                 Ready::Yes => {
                     self.agents.push(agent);
                     return self.agents.len() - 1;
@@ -155,30 +123,23 @@ impl Interop {
 
     fn spawn(&self, module: &str, label: &str, port: u16) -> PyAgent {
         let log = self.dir.join(format!("{label}.log"));
-        let out = fs::File::create(&log).expect("agent log");
-        let err = out.try_clone().expect("agent log");
-        let child = Command::new(python())
-            .args(["-m", "uvicorn", &format!("{module}:app"), "--app-dir"])
-            .arg(repo().join("tests/interop"))
-            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--log-level", "info", "--no-use-colors"])
-            .env("REBUNO_URL", self.kernel.url())
-            .env("REBUNO_AGENT_SECRET", SECRET)
-            .env("INTEROP_DIR", &self.dir)
-            .env("PYTHONUNBUFFERED", "1")
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .env_remove("REBUNO_API_KEY")
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", python().display()));
-        PyAgent {
-            label: label.to_owned(),
-            child,
-            log,
+        let python = python();
+        let app_dir = repo().join("tests/interop");
+        let how = Uvicorn {
+            python: &python,
+            app_dir: &app_dir,
+            module,
+            label,
             port,
-        }
+            log: &log,
+        };
+        let url = self.kernel.url();
+        let env = [
+            ("REBUNO_URL", url.as_ref()),
+            ("REBUNO_AGENT_SECRET", SECRET.as_ref()),
+            ("INTEROP_DIR", self.dir.as_os_str()),
+        ];
+        PyAgent::spawn(how, env)
     }
 
     /// SIGKILLs agent `index` (a crash: no shutdown hooks run).
@@ -276,39 +237,6 @@ impl Drop for Interop {
             let _ = fs::remove_dir_all(&self.dir);
         }
     }
-}
-
-enum Ready {
-    Yes,
-    PortTaken,
-    Exited(std::process::ExitStatus),
-    TimedOut,
-}
-
-/// Polls a TCP connect until uvicorn listens (it binds after the app's startup).
-async fn wait_ready(agent: &mut PyAgent) -> Ready {
-    for _ in 0..(WAIT.as_millis() / 50) {
-        if let Ok(Some(status)) = agent.child.try_wait() {
-            return if agent.tail(20).contains("address already in use") {
-                Ready::PortTaken
-            } else {
-                Ready::Exited(status)
-            };
-        }
-        if tokio::net::TcpStream::connect(("127.0.0.1", agent.port))
-            .await
-            .is_ok()
-        {
-            return Ready::Yes;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Ready::TimedOut
-}
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a probe port");
-    listener.local_addr().expect("probe addr").port()
 }
 
 // ---------------------------------------------------------------------------------------------

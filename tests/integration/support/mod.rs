@@ -13,6 +13,7 @@ pub mod host;
 pub mod llm_stub;
 pub mod notebook;
 pub mod otlp;
+pub mod pyagent;
 pub mod venv;
 
 pub use host::serve_as_host;
