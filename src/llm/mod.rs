@@ -24,7 +24,9 @@
 //!   Blocked, terminal and superseded are also remembered by the execution, so a handler that
 //!   swallows the provider SDK's error still ends the dispatch correctly;
 //!   [`raise_for_refusal`] turns the provider's error back into the
-//!   Rebuno one for `?`.
+//!   Rebuno one for `?`. That answer is for provider SDKs; the raw paths, [`fetch`] and
+//!   [`DurableLlm::send`], return the refusal as an `Err` instead, so it can never be parsed
+//!   as a completion.
 //!
 //! A live call's request gains a W3C `traceparent` naming the execution's trace and the step
 //! (see [`crate::spans::traceparent`]), unless it carries one already; nothing else is added.
@@ -95,7 +97,8 @@ pub use crate::refusal::{REFUSAL_TYPE, Refusal, RefusalKind, raise_for_refusal};
 ///
 /// # Errors
 ///
-/// As [`DurableLlm::send`].
+/// As [`DurableLlm::send`]: a refusal by the kernel is an `Err` (a denial is
+/// [`ErrorKind::Policy`](crate::ErrorKind::Policy)), never a response.
 #[cfg(any(
     feature = "reqwest",
     all(feature = "rt-tokio", not(target_arch = "wasm32"))

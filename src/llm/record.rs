@@ -191,6 +191,8 @@ pub(super) fn refusal_response(refusal: &Refusal) -> http::Response<LlmBody> {
         http::header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
+    // The raw path (`DurableLlm::send`, `llm::fetch`) turns this back into an error.
+    response.extensions_mut().insert(refusal.clone());
     response
 }
 

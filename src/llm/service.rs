@@ -123,18 +123,31 @@ impl<S> DurableLlm<S> {
         &self.inner
     }
 
-    /// Sends one request through this service.
+    /// Sends one request through this service. Unlike [`Service::call`], which answers a
+    /// provider SDK with a provider-style HTTP error, a refusal comes back as an `Err`, so a
+    /// handler can never take it for the provider's answer: with `?`, a denial fails the
+    /// execution `policy_denied` and a block, a termination or a superseded lease ends the
+    /// dispatch as it should.
     ///
     /// # Errors
     ///
-    /// As [`Service::call`]: a provider that could not be reached, a kernel that could not
-    /// record the call, or a step that failed before and replays its failure.
+    /// A refusal by the kernel ([`ErrorKind::Policy`](crate::ErrorKind::Policy),
+    /// [`ErrorKind::RateLimited`](crate::ErrorKind::RateLimited) or control flow); otherwise as
+    /// [`Service::call`]: a provider that could not be reached, a kernel that could not record
+    /// the call, or a step that failed before and replays its failure.
     pub async fn send(&self, request: http::Request<Bytes>) -> Result<http::Response<LlmBody>>
     where
         Self: Service<http::Request<Bytes>, Response = http::Response<LlmBody>, Error = Error>
             + Clone,
     {
-        oneshot(self.clone(), request).await
+        let mut response = oneshot(self.clone(), request).await?;
+        match response
+            .extensions_mut()
+            .remove::<crate::refusal::Refusal>()
+        {
+            Some(refusal) => Err(refusal.into_error()),
+            None => Ok(response),
+        }
     }
 }
 

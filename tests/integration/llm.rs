@@ -85,9 +85,6 @@ async fn ask(input: &Value) -> Result<Value, HandlerError> {
         _ => Read::All,
     };
     let text = read_body(response.into_body(), read).await?;
-    if input["strict"].as_bool() == Some(true) && status >= 400 {
-        return Err(format!("provider returned {status}: {text}").into());
-    }
     Ok(json!({ "status": status, "text": text }))
 }
 
@@ -445,34 +442,35 @@ async fn an_error_status_is_recorded_and_replayed_like_any_answer() {
 }
 
 #[tokio::test]
-async fn a_denied_call_is_answered_with_the_refusal_body_and_never_reaches_the_provider() {
+async fn a_denied_raw_call_is_an_error_and_fails_the_execution_policy_denied() {
     let _trace = trace_init();
     let stub = LlmStub::start().await;
-    let policy = "default_action: allow\nrules:\n  - id: no-gpt\n    when: { step_kind: llm_call }\n    then: { decision: deny, reason: no_gpt }\n";
+    let policy = "default_action: allow\nrules:\n  - id: no-gpt\n    when: { step_kind: llm_call }\n    then: { decision: deny, reason: no GPT here }\n";
     let asker = asker(Some(policy), false).await;
 
-    let id = asker.create(json!({ "url": stub.chat_url() })).await;
-    let done = asker.kernel.wait_terminal(id, WAIT).await.unwrap();
-
-    // The handler returned the 403 answer's text as its output: the refusal body.
-    assert_eq!(done.status, ExecutionStatus::Completed);
-    let output = done.output.unwrap();
-    assert_eq!(output["status"], 403);
-    let body: Value = serde_json::from_str(output["text"].as_str().unwrap()).unwrap();
-    assert_eq!(
-        body,
-        json!({ "error": { "type": "rebuno_refusal", "message": "rebuno_refusal: denied reason=no_gpt" } })
-    );
-    assert_eq!(stub.hits(), 0, "the provider was never called");
-
-    // A handler that turns the provider's error into its own fails with the denial's reason.
+    // `llm::fetch(..).await?`: the refusal is an Err, never an answer to parse; the handler
+    // goes no further (no step after it) and the execution fails with the denial.
     let id = asker
-        .create(json!({ "url": stub.chat_url(), "strict": true }))
+        .create(json!({ "url": stub.chat_url(), "then_step": true }))
         .await;
     let done = asker.kernel.wait_terminal(id, WAIT).await.unwrap();
     assert_eq!(done.status, ExecutionStatus::Failed);
-    assert_eq!(done.failure_reason, "no_gpt");
-    assert_eq!(stub.hits(), 0);
+    assert_eq!(done.failure_reason, "policy_denied: no GPT here");
+    let kinds = types(&asker.kernel.events(id));
+    assert!(kinds.contains(&"step.denied".to_owned()), "{kinds:?}");
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "step.proposed").count(),
+        1,
+        "nothing ran after the refused call: {kinds:?}"
+    );
+    assert_eq!(stub.hits(), 0, "the provider was never called");
+
+    // The same through `DurableLlm::send` on a service of the user's own.
+    let id = asker
+        .create(json!({ "url": stub.chat_url(), "canned": true }))
+        .await;
+    let done = asker.kernel.wait_terminal(id, WAIT).await.unwrap();
+    assert_eq!(done.failure_reason, "policy_denied: no GPT here");
     asker.served.shutdown().await;
 }
 
@@ -646,11 +644,18 @@ async fn a_token_budget_stops_streamed_calls_that_ask_for_their_usage() {
                 let request = http::Request::post(input["url"].as_str().unwrap_or_default())
                     .header("content-type", "application/json")
                     .body(Bytes::from(body.to_string()))?;
-                // A denied call answers with a refusal (what the Python SDK does), not an error.
-                // Read to its end: the answer (and its usage) is recorded before the end shows.
-                let answer = llm.send(request).await?;
-                answers.push(answer.status().as_u16());
-                answer.into_body().text().await?;
+                // A denied call is an error on this raw path; read an answer to its end: it
+                // (and its usage) is recorded before the end shows.
+                match llm.send(request).await {
+                    Ok(answer) => {
+                        answers.push(json!(answer.status().as_u16()));
+                        answer.into_body().text().await?;
+                    }
+                    Err(error) if error.kind() == rebuno::ErrorKind::Policy => {
+                        answers.push(json!("denied"));
+                    }
+                    Err(error) => return Err(error.into()),
+                }
             }
             Ok::<_, HandlerError>(json!(answers))
         })
@@ -673,7 +678,10 @@ async fn a_token_budget_stops_streamed_calls_that_ask_for_their_usage() {
     let metered = kernel.wait_terminal(metered.id, WAIT).await.unwrap();
     let statuses = metered.output.clone().unwrap_or_default();
     assert_eq!(statuses[0], 200, "{metered:?}");
-    assert_eq!(statuses[1], 403, "the second call was refused: {metered:?}");
+    assert_eq!(
+        statuses[1], "denied",
+        "the second call was refused: {metered:?}"
+    );
     let denied = kernel
         .events(metered.id)
         .into_iter()
