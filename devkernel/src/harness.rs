@@ -200,6 +200,31 @@ impl DevKernelBuilder {
         self
     }
 
+    /// How many webhook deliveries may be in flight at once (default 8, as the Go kernel's
+    /// `DispatchConcurrency`; 0 keeps the default). A due dispatch waits for a free worker and
+    /// is claimed only then: the wait uses no attempt and starts no lease.
+    #[must_use]
+    pub fn dispatch_concurrency(mut self, workers: usize) -> Self {
+        self.config.dispatch_concurrency = if workers == 0 {
+            crate::kernel::DEFAULT_DISPATCH_CONCURRENCY
+        } else {
+            workers
+        };
+        self
+    }
+
+    /// How long an ended execution is kept (default 24 h, as the Go kernel's
+    /// `ExecutionRetention`; `Duration::ZERO` keeps everything). Every 10 minutes of the
+    /// kernel's clock, the completed, failed and cancelled executions created longer ago than
+    /// this are deleted with their events, steps and approvals, unless their session still has
+    /// an execution that is running, blocked, pending or younger. With a
+    /// [`data_dir`](Self::data_dir), deleted executions stay deleted across a restart.
+    #[must_use]
+    pub fn execution_retention(mut self, retention: Duration) -> Self {
+        self.config.execution_retention = retention;
+        self
+    }
+
     /// Runs the kernel on a manual clock, frozen at the start until [`DevKernel::advance`]
     /// moves it: leases, delivery backoff, approval expiry, rate-limit refill and event
     /// times all read it, so a test of a one-hour approval timeout runs in milliseconds.
@@ -675,8 +700,9 @@ impl DevKernel {
     }
 
     /// Test hook: reclaims the execution's in-flight dispatch now, as if its lease had
-    /// expired, and delivers the next attempt (same dispatch id, attempt + 1). Calls carrying
-    /// the old attempt get `409 lease_superseded` from here on. Returns the new attempt.
+    /// expired, and delivers the next attempt (same dispatch id, attempt + 1; when every
+    /// delivery worker is busy, as soon as one is free). Calls carrying the old attempt get
+    /// `409 lease_superseded` from here on. Returns the new attempt.
     ///
     /// # Errors
     ///

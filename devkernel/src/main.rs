@@ -8,8 +8,10 @@
 //! ```
 //!
 //! Serving: `REBUNO_BEARER_TOKEN`, when set, is required from clients; otherwise the kernel
-//! runs in dev mode (requests without `Authorization` are admitted). `RUST_LOG` sets the log
-//! filter. Client commands: `--url`/`REBUNO_URL`, `--token`/`REBUNO_API_KEY`, in any
+//! runs in dev mode (requests without `Authorization` are admitted). As with the Go kernel's
+//! `rebuno dev`, `REBUNO_DISPATCH_CONCURRENCY` (a positive count, default 8) bounds the webhook
+//! deliveries in flight and `REBUNO_RETENTION` (a Go duration, default `24h`; `0` keeps
+//! everything) is how long ended executions are kept. `RUST_LOG` sets the log filter. Client commands: `--url`/`REBUNO_URL`, `--token`/`REBUNO_API_KEY`, in any
 //! position; `--help` on any command group. Exit status: 0 success, 1 failure (a kernel
 //! error, an unreachable kernel, a watched execution that did not complete, or serving that
 //! could not start), 2 usage error.
@@ -17,7 +19,9 @@
 use std::process::ExitCode;
 
 use rebuno_devkernel::cli::{self, Command, ServeArgs};
-use rebuno_devkernel::{DevKernel, Manifest};
+use std::time::Duration;
+
+use rebuno_devkernel::{DevKernel, DevKernelBuilder, Manifest};
 
 fn init_tracing(default: &str) {
     tracing_subscriber::fmt()
@@ -56,7 +60,7 @@ async fn main() -> ExitCode {
 }
 
 async fn serve(args: ServeArgs) -> Result<(), String> {
-    let mut builder = DevKernel::builder()
+    let mut builder = from_env(DevKernel::builder())
         .addr(args.addr)
         .bearer_token(std::env::var("REBUNO_BEARER_TOKEN").ok());
     if let Some(dir) = &args.data_dir {
@@ -76,4 +80,78 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
     tracing::info!("shutting down");
     kernel.shutdown().await;
     Ok(())
+}
+
+/// The settings `rebuno dev` also takes from its environment: the delivery pool and retention.
+/// A value that does not parse is ignored (with a warning), as the Go kernel ignores it.
+fn from_env(mut builder: DevKernelBuilder) -> DevKernelBuilder {
+    if let Ok(text) = std::env::var("REBUNO_DISPATCH_CONCURRENCY") {
+        match text.trim().parse::<usize>() {
+            Ok(workers) if workers > 0 => builder = builder.dispatch_concurrency(workers),
+            _ => tracing::warn!(value = %text, "REBUNO_DISPATCH_CONCURRENCY ignored"),
+        }
+    }
+    if let Ok(text) = std::env::var("REBUNO_RETENTION") {
+        match go_duration(&text) {
+            Some(retention) => builder = builder.execution_retention(retention),
+            None => tracing::warn!(value = %text, "REBUNO_RETENTION ignored"),
+        }
+    }
+    builder
+}
+
+/// A duration in Go's `time.ParseDuration` syntax (`24h`, `1h30m`, `90s`, `0`); a negative
+/// one is zero (retention off, as Go's `retain <= 0`).
+fn go_duration(text: &str) -> Option<Duration> {
+    let text = text.trim();
+    if let Some(rest) = text.strip_prefix('-') {
+        return go_duration(rest).map(|_| Duration::ZERO);
+    }
+    let mut rest = text.strip_prefix('+').unwrap_or(text);
+    if rest == "0" {
+        return Some(Duration::ZERO);
+    }
+    if rest.is_empty() {
+        return None;
+    }
+    let mut seconds = 0f64;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let number: f64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit] {
+            "ns" => 1e-9,
+            "us" | "\u{b5}s" | "\u{3bc}s" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return None,
+        };
+        seconds += number * scale;
+        rest = &rest[unit..];
+    }
+    Duration::try_from_secs_f64(seconds).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retention_reads_go_durations() {
+        assert_eq!(go_duration("24h"), Some(Duration::from_secs(24 * 3600)));
+        assert_eq!(go_duration("1h30m"), Some(Duration::from_secs(5400)));
+        assert_eq!(go_duration("1.5s"), Some(Duration::from_millis(1500)));
+        assert_eq!(go_duration("0"), Some(Duration::ZERO));
+        assert_eq!(go_duration("-1h"), Some(Duration::ZERO));
+        assert_eq!(go_duration("24"), None);
+        assert_eq!(go_duration("1d"), None);
+        assert_eq!(go_duration(""), None);
+    }
 }

@@ -17,6 +17,7 @@ mod metrics;
 mod policy_test;
 mod recovery;
 pub(crate) mod resources;
+mod retention;
 mod sessions;
 mod step;
 mod stream;
@@ -46,6 +47,9 @@ pub(crate) use resources::{BindRequest, Captures, RegisterRequest};
 pub(crate) use step::{OutcomeRequest, SubmitRequest};
 pub(crate) use stream::DeltaRequest;
 
+/// Webhook deliveries in flight at once unless configured (the Go kernel's default).
+pub(crate) const DEFAULT_DISPATCH_CONCURRENCY: usize = 8;
+
 /// Tunables of a kernel instance.
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
@@ -67,6 +71,12 @@ pub(crate) struct Config {
     pub(crate) sweep_interval: Duration,
     /// How long an execution may take before it is cancelled (`deadline_exceeded`).
     pub(crate) execution_deadline: Option<Duration>,
+    /// How many webhook deliveries may be in flight at once (Go's `DispatchConcurrency`).
+    pub(crate) dispatch_concurrency: usize,
+    /// How long an ended execution is kept after its creation (`ZERO`: forever).
+    pub(crate) execution_retention: Duration,
+    /// How often retention looks for executions to delete (Go's `CleanupInterval`).
+    pub(crate) retention_interval: Duration,
     /// Where every time the kernel reads comes from.
     pub(crate) clock: Clock,
     /// Where the event log persists (`None`: memory only).
@@ -85,6 +95,9 @@ impl Default for Config {
             approval_timeout: Duration::from_secs(15 * 60),
             sweep_interval: Duration::from_millis(500),
             execution_deadline: None,
+            dispatch_concurrency: DEFAULT_DISPATCH_CONCURRENCY,
+            execution_retention: Duration::from_secs(24 * 3600),
+            retention_interval: Duration::from_secs(10 * 60),
             clock: Clock::System,
             data_dir: None,
         }
@@ -146,6 +159,12 @@ struct Inner {
     config: Config,
     http: reqwest::Client,
     shutdown: CancellationToken,
+    /// The leases a data directory kept, until [`Kernel::resume`] takes them up.
+    kept_leases: std::sync::Mutex<std::collections::HashMap<uuid::Uuid, crate::store::HeldLease>>,
+    /// The delivery workers: a delivery is claimed only with one of them.
+    workers: Arc<tokio::sync::Semaphore>,
+    /// When retention last ran, and where its deletions persist.
+    retention: retention::Retention,
 }
 
 impl Kernel {
@@ -157,6 +176,7 @@ impl Kernel {
         let recorder = Recorder {
             clock: config.clock.clone(),
             journal: persisted.journal,
+            leases: persisted.leases,
         };
         let http = reqwest::Client::builder()
             .timeout(config.webhook_timeout)
@@ -167,6 +187,12 @@ impl Kernel {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| KernelError::Internal(format!("http client: {e}")))?;
+        let workers = Arc::new(tokio::sync::Semaphore::new(
+            config
+                .dispatch_concurrency
+                .clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
+        ));
+        let retention = retention::Retention::new(config.clock.now(), persisted.deletions);
         let kernel = Self {
             inner: Arc::new(Inner {
                 store: Store::new(persisted.registry, persisted.recovered.agents),
@@ -178,6 +204,9 @@ impl Kernel {
                 config,
                 http,
                 shutdown: CancellationToken::new(),
+                kept_leases: std::sync::Mutex::new(persisted.held),
+                workers,
+                retention,
             }),
         };
         kernel.restore(persisted.events);

@@ -1,7 +1,10 @@
 //! Coming back from a restart (`rebuno-dev --data-dir`): the agents and API keys replayed
 //! from the registry, every execution rebuilt from its persisted log, the indexes over them
-//! rebuilt, and what was in flight reclaimed as after a lease expiry, under a fresh dispatch
-//! so no handler of the old process can write again.
+//! rebuilt, and each lease that was in flight taken up again as the Go kernel does (its leases
+//! are rows with an expiry): an agent still running keeps its dispatch, heartbeats on and
+//! completes, while a lease that ran out during the restart is reclaimed by the sweep like any
+//! expired lease. Only a running execution whose lease was not kept (a data directory from
+//! before leases were kept) gets a fresh dispatch, so no handler of the old process can write.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -14,7 +17,9 @@ use super::{Followups, Kernel};
 use crate::error::KernelError;
 use crate::event::{DeliveryOutcome, DispatchChanged, DispatchState, EventBody, Recorded};
 use crate::model::ExecutionStatus;
-use crate::store::{Batch, ExecCell, ExecState, Journal, Recovered, Registry};
+use crate::store::{
+    Batch, ExecCell, ExecState, HeldLease, Journal, LeaseBook, Recovered, Registry,
+};
 
 /// How often unsynced journal and registry writes are flushed to disk.
 const SYNC_INTERVAL: Duration = Duration::from_millis(10);
@@ -30,6 +35,12 @@ pub(super) struct Persisted {
     pub(super) registry: Option<Arc<Registry>>,
     /// The agents and keys it held.
     pub(super) recovered: Recovered,
+    /// The lease book, appended to from now on.
+    pub(super) leases: Option<Arc<LeaseBook>>,
+    /// The leases it held, by execution.
+    pub(super) held: std::collections::HashMap<Uuid, HeldLease>,
+    /// The record of executions retention deleted, appended to from now on.
+    pub(super) deletions: Option<Arc<Journal<super::retention::Deletions>>>,
 }
 
 impl Persisted {
@@ -42,8 +53,10 @@ impl Persisted {
             KernelError::Internal(format!("{what} in {}: {error}", dir.display()))
         };
         let (registry, recovered) = Registry::open(dir).map_err(|e| failed("registry", e))?;
-        let (journal, batches) = Journal::<Batch>::open(dir).map_err(|e| failed("event log", e))?;
+        let (journal, batches, deletions) =
+            super::retention::open_event_log(dir).map_err(|e| failed("event log", e))?;
         let events = batches.into_iter().flat_map(|batch| batch.0).collect();
+        let (leases, held) = LeaseBook::open(dir).map_err(|e| failed("leases", e))?;
         if !recovered.agents.is_empty() || !recovered.keys.is_empty() {
             tracing::info!(
                 agents = recovered.agents.len(),
@@ -56,6 +69,9 @@ impl Persisted {
             events,
             registry: Some(Arc::new(registry)),
             recovered,
+            leases: Some(Arc::new(leases)),
+            held,
+            deletions: Some(Arc::new(deletions)),
         })
     }
 }
@@ -135,6 +151,7 @@ impl Kernel {
             deliver: Vec::new(),
             terminal: ended,
         });
+        let mut kept = std::mem::take(&mut *crate::store::lock(&self.inner.kept_leases));
         let mut followups = Followups::default();
         let mut sessions = BTreeSet::new();
         for cell in &cells {
@@ -143,7 +160,9 @@ impl Kernel {
                 (state.exec.status, state.exec.session.clone())
             };
             match status {
-                ExecutionStatus::Running => followups.extend(self.redispatch(cell)),
+                ExecutionStatus::Running => {
+                    followups.extend(self.take_up(cell, kept.remove(&cell.id)));
+                }
                 ExecutionStatus::Blocked => {
                     followups.extend(self.resume_if_idle(&mut cell.lock()));
                 }
@@ -162,12 +181,30 @@ impl Kernel {
         self.run(followups);
     }
 
+    /// Takes up a running execution's kept lease when it belongs to its newest dispatch (the
+    /// sweep reclaims it if it expired meanwhile); without one, [`Self::redispatch`].
+    fn take_up(&self, cell: &ExecCell, kept: Option<HeldLease>) -> Followups {
+        let mut state = cell.lock();
+        match kept {
+            Some(held) if fits(&state, &held) => {
+                tracing::info!(
+                    execution = %cell.id, dispatch = %held.dispatch_id, attempt = held.attempt,
+                    "lease kept across the restart"
+                );
+                state.adopt_lease(held);
+                drop(state);
+                self.store().mark_live(cell.id);
+                Followups::default()
+            }
+            _ => self.redispatch(&mut state),
+        }
+    }
+
     /// Retires a running execution's dispatches (`dispatch.reclaimed`, `kernel_restart`) and
     /// queues a fresh one.
-    fn redispatch(&self, cell: &ExecCell) -> Followups {
-        let mut state = cell.lock();
+    fn redispatch(&self, state: &mut ExecState) -> Followups {
         let id = state.exec.id;
-        if let Some((dispatch, attempt)) = last_dispatch(&state) {
+        if let Some((dispatch, attempt)) = last_dispatch(state) {
             let outcome = DeliveryOutcome {
                 attempt,
                 http_status: None,
@@ -192,6 +229,7 @@ impl Kernel {
     /// (then once more).
     pub(crate) fn spawn_syncer(&self) {
         let journal = self.recorder().journal.clone();
+        let leases = self.recorder().leases.clone();
         let registry = self.store().registry().cloned();
         if journal.is_none() && registry.is_none() {
             return;
@@ -204,7 +242,8 @@ impl Kernel {
                     () = token.cancelled() => true,
                     _ = ticker.tick() => false,
                 };
-                let (journal, registry) = (journal.clone(), registry.clone());
+                let (journal, registry, leases) =
+                    (journal.clone(), registry.clone(), leases.clone());
                 // fsync blocks: off the async workers (and outside the write locks).
                 let synced = tokio::task::spawn_blocking(move || {
                     if let Some(journal) = journal
@@ -217,6 +256,11 @@ impl Kernel {
                     {
                         tracing::error!(%error, "cannot sync the registry");
                     }
+                    if let Some(leases) = leases
+                        && let Err(error) = leases.sync()
+                    {
+                        tracing::error!(%error, "cannot sync the leases");
+                    }
                 });
                 let _ = synced.await;
                 if stop {
@@ -225,6 +269,22 @@ impl Kernel {
             }
         });
     }
+}
+
+/// Whether a kept lease agrees with the recovered log: it holds the newest dispatch, and every
+/// occurrence it counts is a step the log has (each counted submission named a recorded step).
+/// A lease written after a batch the crash tore off does not fit, and is not taken up.
+fn fits(state: &ExecState, held: &HeldLease) -> bool {
+    if last_dispatch(state).map(|(id, _)| id) != Some(held.dispatch_id) {
+        return false;
+    }
+    let execution = state.exec.id.to_string();
+    held.counts.iter().all(|(kind, target, args_hash, n)| {
+        (0..*n).all(|occurrence| {
+            let id = crate::identity::step_id(&execution, kind, target, args_hash, occurrence);
+            state.steps.contains_key(&id)
+        })
+    })
 }
 
 /// The newest dispatch of a recovered log and the highest attempt it reached.

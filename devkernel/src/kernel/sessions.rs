@@ -92,4 +92,16 @@ impl Sessions {
             .map(|s| s.members.clone())
             .unwrap_or_default()
     }
+
+    /// Drops deleted (ended) executions from a session; a session left without any is gone.
+    pub(super) fn forget(&self, name: &str, ids: &std::collections::HashSet<Uuid>) {
+        let mut sessions = lock(&self.sessions);
+        if let Some(session) = sessions.get_mut(name) {
+            session.members.retain(|id| !ids.contains(id));
+            session.queue.retain(|id| !ids.contains(id));
+            if session.members.is_empty() {
+                sessions.remove(name);
+            }
+        }
+    }
 }

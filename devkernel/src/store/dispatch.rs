@@ -6,6 +6,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use crate::event::DeliveryOutcome;
+use crate::model::Timestamp;
 
 /// Delivery status of a dispatch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,11 +36,20 @@ pub(crate) struct Dispatch {
     pub(crate) locked_at: Instant,
     /// Lease period handed out with the current attempt.
     pub(crate) lease: Duration,
+    /// When the lease runs out on the wall clock, as of the last claim or renewal (what a
+    /// data directory keeps, since monotonic instants do not survive a restart).
+    pub(crate) expires_wall: Option<Timestamp>,
     /// What the newest unsuccessful attempt met.
     pub(crate) last_outcome: Option<DeliveryOutcome>,
 }
 
 impl Dispatch {
+    /// Starts or renews the lease at `now` (`wall` on the wall clock).
+    pub(crate) fn lock_at(&mut self, now: Instant, wall: Timestamp) {
+        self.locked_at = now;
+        self.expires_wall = Some(wall.plus(self.lease));
+    }
+
     /// A new pending dispatch due at `due`.
     pub(crate) fn new(due: Instant) -> Self {
         Self {
@@ -49,6 +59,7 @@ impl Dispatch {
             next_attempt_at: due,
             locked_at: due,
             lease: Duration::ZERO,
+            expires_wall: None,
             last_outcome: None,
         }
     }

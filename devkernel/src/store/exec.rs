@@ -3,12 +3,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use super::leases::{Count, HeldLease, LeaseBook};
 use super::{Batch, Dispatch, DispatchStatus, Journal, Resource};
 use crate::clock::Clock;
 use crate::error::KernelError;
@@ -57,6 +59,7 @@ impl DerefMut for StateGuard<'_> {
 impl Drop for StateGuard<'_> {
     fn drop(&mut self) {
         self.0.flush();
+        self.0.note_lease();
         send_if_changed(self.1, self.0.latest_seq());
     }
 }
@@ -131,6 +134,8 @@ pub(crate) struct Recorder {
     pub(crate) clock: Clock,
     /// Persists every event, when the kernel has a data directory.
     pub(crate) journal: Option<Arc<Journal<Batch>>>,
+    /// Persists every lease, when the kernel has a data directory.
+    pub(crate) leases: Option<Arc<LeaseBook>>,
 }
 
 /// An execution's projections: everything the event log determines. Outside the store
@@ -325,10 +330,10 @@ impl ExecState {
 
     /// Fences a mutation: the lease must be the live in-flight attempt; renews it.
     pub(crate) fn renew_lease(&mut self, lease: Lease) -> Result<(), KernelError> {
-        let now = self.recorder.clock.now();
+        let (now, wall) = (self.recorder.clock.now(), self.recorder.clock.timestamp());
         match self.dispatch_mut(lease.dispatch_id) {
             Some(d) if d.attempt == lease.attempt && d.status == DispatchStatus::InFlight => {
-                d.locked_at = now;
+                d.lock_at(now, wall);
                 Ok(())
             }
             _ => Err(KernelError::LeaseSuperseded),
@@ -346,6 +351,61 @@ impl ExecState {
     /// Seq of the newest event (0 when the log is empty).
     pub(crate) fn latest_seq(&self) -> u64 {
         self.view.events.len() as u64
+    }
+
+    /// The lease the in-flight dispatch holds, with its attempt's occurrence counts (`None`
+    /// when none is in flight, or the execution ended).
+    fn held_lease(&self) -> Option<HeldLease> {
+        if self.view.exec.status.is_terminal() {
+            return None;
+        }
+        let d = self
+            .dispatches
+            .iter()
+            .find(|d| d.status == DispatchStatus::InFlight)?;
+        let mut counts: Vec<Count> = self
+            .counters
+            .iter()
+            .filter(|(key, _)| key.0 == d.id && key.1 == d.attempt)
+            .map(|(key, n)| (key.2.clone(), key.3.clone(), key.4.clone(), *n))
+            .collect();
+        counts.sort();
+        Some(HeldLease {
+            dispatch_id: d.id,
+            attempt: d.attempt,
+            lease_ms: u64::try_from(d.lease.as_millis()).unwrap_or(u64::MAX),
+            expires_at: d.expires_wall?,
+            counts,
+        })
+    }
+
+    /// Writes the lease to the data directory's lease book, when there is one.
+    fn note_lease(&self) {
+        if let Some(book) = &self.recorder.leases {
+            book.note(self.view.exec.id, self.held_lease());
+        }
+    }
+
+    /// Takes up a lease a data directory kept across a restart: the dispatch is in flight
+    /// again under the same attempt with the counts it had, and expires when it would have
+    /// (at once when that time has passed, so the sweep reclaims it as any expired lease).
+    pub(crate) fn adopt_lease(&mut self, held: HeldLease) {
+        let (now, wall) = (self.recorder.clock.now(), self.recorder.clock.timestamp());
+        let lease = Duration::from_millis(held.lease_ms);
+        let left_nanos = held.expires_at.unix_nanos() - wall.unix_nanos();
+        let left = u64::try_from(left_nanos).map_or(Duration::ZERO, Duration::from_nanos);
+        let mut dispatch = Dispatch::new(now);
+        dispatch.id = held.dispatch_id;
+        dispatch.status = DispatchStatus::InFlight;
+        dispatch.attempt = held.attempt;
+        dispatch.lease = lease;
+        dispatch.locked_at = now.checked_sub(lease.saturating_sub(left)).unwrap_or(now);
+        dispatch.expires_wall = Some(held.expires_at);
+        for (kind, target, args_hash, n) in held.counts {
+            let key = (held.dispatch_id, held.attempt, kind, target, args_hash);
+            self.counters.insert(key, n);
+        }
+        self.dispatches.push(dispatch);
     }
 
     /// Whether any dispatch is still pending, failed or in flight.

@@ -5,6 +5,7 @@ mod apply;
 mod dispatch;
 mod exec;
 mod journal;
+mod leases;
 mod registry;
 mod resource;
 
@@ -20,7 +21,8 @@ use crate::policy::Policy;
 pub(crate) use apply::canonical_text;
 pub(crate) use dispatch::{Dispatch, DispatchStatus};
 pub(crate) use exec::{ExecCell, ExecState, Recorder};
-pub(crate) use journal::{Batch, Journal};
+pub(crate) use journal::{Batch, Journal, Line};
+pub(crate) use leases::{HeldLease, LeaseBook};
 pub(crate) use registry::{Recovered, Registry, StoredKey};
 pub(crate) use resource::{Checkpoint, Resource};
 
@@ -136,6 +138,18 @@ impl Store {
     /// Inserts a new execution.
     pub(crate) fn insert_execution(&self, cell: Arc<ExecCell>) {
         write(&self.executions).insert(cell.id, cell);
+    }
+
+    /// Forgets executions (retention): their cells and every index entry naming them. A
+    /// caller still holding a cell keeps it; nothing finds it by id any more.
+    pub(crate) fn remove_executions(&self, ids: &HashSet<Uuid>) {
+        if ids.is_empty() {
+            return;
+        }
+        write(&self.executions).retain(|id, _| !ids.contains(id));
+        lock(&self.idempotency).retain(|_, id| !ids.contains(id));
+        lock(&self.approvals).retain(|_, id| !ids.contains(id));
+        lock(&self.live).retain(|id| !ids.contains(id));
     }
 
     /// All execution cells, newest first.

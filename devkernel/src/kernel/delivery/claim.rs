@@ -86,8 +86,8 @@ impl Kernel {
             .map_or(self.config().default_lease, Duration::from_secs);
         dispatch.attempt += 1;
         dispatch.status = DispatchStatus::InFlight;
-        dispatch.locked_at = now;
         dispatch.lease = lease;
+        dispatch.lock_at(now, self.clock().timestamp());
         let attempt = dispatch.attempt;
         state.counters.retain(|key, _| key.0 != dispatch_id);
         let job = Job {

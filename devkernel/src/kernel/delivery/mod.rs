@@ -18,6 +18,9 @@ use crate::store::DispatchStatus;
 
 pub(crate) use claim::Claim;
 
+/// A delivery worker, held from the claim of an attempt until its outcome is recorded.
+type Worker = tokio::sync::OwnedSemaphorePermit;
+
 /// One claimed delivery attempt.
 #[derive(Debug)]
 pub(crate) struct Job {
@@ -53,7 +56,7 @@ impl Kernel {
         self.spawn_loop(execution_id, dispatch_id, None);
     }
 
-    fn spawn_loop(&self, execution_id: Uuid, dispatch_id: Uuid, first: Option<Job>) {
+    fn spawn_loop(&self, execution_id: Uuid, dispatch_id: Uuid, first: Option<(Job, Worker)>) {
         let kernel = self.clone();
         let token = self.shutdown_token().clone();
         let span =
@@ -69,18 +72,36 @@ impl Kernel {
         );
     }
 
-    async fn delivery_loop(&self, execution_id: Uuid, dispatch_id: Uuid, mut first: Option<Job>) {
+    /// Delivers a dispatch until it is acknowledged, retired or out of attempts. Each attempt
+    /// first waits for a free worker (Go's `DispatchConcurrency`), and only then is claimed:
+    /// a dispatch waiting for one has used no attempt and holds no lease.
+    async fn delivery_loop(
+        &self,
+        execution_id: Uuid,
+        dispatch_id: Uuid,
+        mut first: Option<(Job, Worker)>,
+    ) {
         loop {
-            let claim = match first.take() {
-                Some(job) => Claim::Deliver(job),
-                None => self.claim(execution_id, dispatch_id),
+            let (claim, worker) = match first.take() {
+                Some((job, worker)) => (Claim::Deliver(job), worker),
+                None => {
+                    let Ok(worker) = self.inner.workers.clone().acquire_owned().await else {
+                        return;
+                    };
+                    (self.claim(execution_id, dispatch_id), worker)
+                }
             };
             match claim {
                 Claim::Done => return,
-                Claim::Wait(at) => self.clock().sleep_until(at).await,
+                Claim::Wait(at) => {
+                    drop(worker);
+                    self.clock().sleep_until(at).await;
+                }
                 Claim::Deliver(job) => {
                     let delivered = self.post(&job).await;
-                    if !self.record_delivery(&job, delivered) {
+                    let again = self.record_delivery(&job, delivered);
+                    drop(worker);
+                    if !again {
                         return;
                     }
                 }
@@ -89,27 +110,33 @@ impl Kernel {
     }
 
     /// Reclaims the live in-flight dispatch of an execution now and delivers the next attempt.
-    /// Returns the new attempt number.
+    /// Returns the new attempt number. With every worker busy, the dispatch waits for one like
+    /// any other (claimed then, as the attempt returned here).
     pub(crate) fn redeliver(&self, execution_id: Uuid) -> Option<u32> {
         let cell = self.store().execution(execution_id)?;
-        let dispatch_id = {
+        let (dispatch_id, attempt) = {
             let mut state = cell.lock();
             let dispatch = state
                 .dispatches
                 .iter()
                 .rev()
-                .find(|d| d.status == DispatchStatus::InFlight)?
-                .id;
-            sweep::reclaim(&mut state, dispatch, None);
-            dispatch
+                .find(|d| d.status == DispatchStatus::InFlight)?;
+            let (id, attempt) = (dispatch.id, dispatch.attempt);
+            sweep::reclaim(&mut state, id, None);
+            (id, attempt)
         };
-        match self.claim(execution_id, dispatch_id) {
-            Claim::Deliver(job) => {
+        let worker = self.inner.workers.clone().try_acquire_owned();
+        if worker.is_err() && attempt < self.config().max_attempts {
+            self.spawn_delivery(execution_id, dispatch_id);
+            return Some(attempt + 1);
+        }
+        match (self.claim(execution_id, dispatch_id), worker) {
+            (Claim::Deliver(job), Ok(worker)) => {
                 let attempt = job.attempt;
-                self.spawn_loop(execution_id, dispatch_id, Some(job));
+                self.spawn_loop(execution_id, dispatch_id, Some((job, worker)));
                 Some(attempt)
             }
-            Claim::Wait(_) | Claim::Done => None,
+            _ => None,
         }
     }
 }

@@ -32,7 +32,7 @@ pub(super) fn reclaim(state: &mut ExecState, dispatch_id: Uuid, why: Option<&str
 
 impl Kernel {
     /// One sweep: expired leases reclaimed, overdue approvals expired, executions past their
-    /// deadline cancelled.
+    /// deadline cancelled; and, when its own slower period has passed, a retention pass.
     pub(crate) fn sweep(&self) {
         self.reap();
         self.cancel_overdue();
@@ -40,6 +40,7 @@ impl Kernel {
             let followups = self.expire_approvals(exec);
             self.run(followups);
         }
+        self.retain();
     }
 
     /// Cancels (`deadline_exceeded`) the executions whose deadline has passed.
