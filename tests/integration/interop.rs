@@ -1259,7 +1259,9 @@ async fn a_python_resource_is_checkpointed_and_restored_in_a_fork() {
         .unwrap();
     let started = only(&fork_events, "execution.started").seq;
     // PROTOCOL.md §1.8: the prefix's registration and settled steps are copied, then the
-    // restored resource is initialized from its checkpoint, then the fork starts.
+    // restored resource is initialized from its checkpoint, then every checkpoint by the fork
+    // point is copied (the baseline, ended by the copied write, and the covering one; Go:
+    // TestForkAtACapturedOutcomeLogsItsCheckpoint), then the fork starts.
     let prefix: Vec<&str> = fork_events
         .iter()
         .take_while(|e| e.seq <= started)
@@ -1273,6 +1275,7 @@ async fn a_python_resource_is_checkpointed_and_restored_in_a_fork() {
     expected.extend(STEP_RUN);
     expected.extend([
         "resource.initialized",
+        "resource.checkpointed",
         "resource.checkpointed",
         "execution.started",
     ]);

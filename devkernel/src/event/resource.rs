@@ -31,13 +31,18 @@ pub(crate) struct Bound {
     pub(crate) binding: Value,
 }
 
-/// `resource.checkpointed`: a checkpoint covering from `covered_seq`.
+/// `resource.checkpointed`: a checkpoint covering from `covered_seq`. A fork's copy of a
+/// source checkpoint whose coverage ended by the fork point also carries `invalidated_seq`
+/// (mapped into the fork's log), an addition to the Go payload so the log alone rebuilds
+/// the fork's checkpoint rows.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Checkpointed {
     pub(crate) key: String,
     pub(crate) generation: u64,
     pub(crate) checkpoint_ref: String,
     pub(crate) covered_seq: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) invalidated_seq: Option<u64>,
 }
 
 /// `resource.checkpoint_failed`: a capture refused or reported failed.

@@ -133,7 +133,8 @@ impl Kernel {
         Ok(cell.lock().exec.clone())
     }
 
-    /// Validates a request: the agent, the labels, an explicit parent.
+    /// Validates a request: the agent, the labels, the form of an explicit parent (which
+    /// [`Self::insert_once`] checks once the idempotency key named no execution).
     fn plan(&self, request: NewExecution) -> Result<Plan, KernelError> {
         if self.store().agent(&request.agent_id).is_none() {
             return Err(KernelError::not_found("agent"));
@@ -146,11 +147,7 @@ impl Kernel {
             ));
         }
         let parent = match non_empty(request.parent_execution_id.clone()) {
-            Some(text) => Some(self.check_parent(
-                &parent_uuid(&text)?,
-                &request.agent_id,
-                session.as_deref(),
-            )?),
+            Some(text) => Some(parent_uuid(&text)?),
             None => None,
         };
         if let (Some(spawned), None) = (&request.spawned_by, &key) {
@@ -165,10 +162,11 @@ impl Kernel {
         })
     }
 
-    /// Inserts the execution unless its idempotency key already names one. For a new one,
-    /// says whether it was admitted to its session (always, without one). The lookup, the
-    /// insert and the admission run under the idempotency lock, so executions join their
-    /// session in creation order; starting them (a followup) runs after it.
+    /// Inserts the execution unless its idempotency key already names one (returned before
+    /// an explicit parent is checked, so a repeated continuation finds its first execution).
+    /// For a new one, says whether it was admitted to its session (always, without one). The
+    /// lookup, the insert and the admission run under the idempotency lock, so executions join
+    /// their session in creation order; starting them (a followup) runs after it.
     fn insert_once(
         &self,
         plan: &Plan,
@@ -182,6 +180,9 @@ impl Kernel {
                 && let Some(cell) = store.execution(*existing)
             {
                 return Ok((cell, None));
+            }
+            if let Some(parent) = &plan.parent {
+                self.check_parent(parent, agent, plan.session.as_deref())?;
             }
             let id = Uuid::now_v7();
             if let Some(spawned) = &plan.request.spawned_by {
@@ -211,7 +212,7 @@ impl Kernel {
         parent: &Uuid,
         agent_id: &str,
         session: Option<&str>,
-    ) -> Result<Uuid, KernelError> {
+    ) -> Result<(), KernelError> {
         let cell = self
             .store()
             .execution(*parent)
@@ -229,7 +230,7 @@ impl Kernel {
                 "session {name:?} already has executions"
             )));
         }
-        Ok(*parent)
+        Ok(())
     }
 
     /// Checks a subagent's parent step and records the child on the parent (§1.6).
@@ -279,8 +280,8 @@ impl Kernel {
             (Some(name), None) => self.session_head(name, &cell.agent_id, id),
             (_, parent) => parent,
         };
-        let inherited = match head {
-            Some(parent) if !forked => self.inheritable_resources(parent),
+        let inherited = match (head, session.as_deref()) {
+            (Some(parent), Some(name)) if !forked => self.inheritable_resources(parent, name),
             _ => Vec::new(),
         };
         let mut state = cell.lock();

@@ -222,11 +222,12 @@ fn registered_resource(registered: &Registered, seq: u64) -> Resource {
     }
 }
 
-/// Where a fork's resource starts: the restored generation, count 0.
+/// Where a fork's resource starts: the generation the fork computed and the restored
+/// checkpoint. The count stays what the copied steps before this event made it (Go:
+/// TestForkRestoresEachResourceFromItsNewestCheckpointByTheForkPoint).
 fn initialize(view: &mut Projection, initialized: &Initialized) {
     if let Some(resource) = view.resources.get_mut(&initialized.key) {
         resource.generation = initialized.generation;
-        resource.count = 0;
         resource.initial_ref.clone_from(&initialized.checkpoint_ref);
     }
 }
@@ -244,7 +245,7 @@ fn checkpoint(view: &mut Projection, checkpointed: &Checkpointed) {
             generation: checkpointed.generation,
             checkpoint_ref: checkpointed.checkpoint_ref.clone(),
             covered_seq: checkpointed.covered_seq,
-            invalidated_seq: None,
+            invalidated_seq: checkpointed.invalidated_seq,
         });
     }
 }

@@ -13,7 +13,8 @@ pub(crate) struct Checkpoint {
     pub(crate) checkpoint_ref: String,
     /// First seq it covers (the outcome event, or the latest seq when published directly).
     pub(crate) covered_seq: u64,
-    /// The `step.executing` seq that ended its coverage.
+    /// The `step.executing` seq that ended its coverage (in a fork's copy, where that
+    /// start lands in the fork's log).
     pub(crate) invalidated_seq: Option<u64>,
 }
 

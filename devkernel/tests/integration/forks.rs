@@ -114,8 +114,15 @@ async fn fork_copies_the_settled_prefix_and_restores_checkpoints() {
         (1, true, None)
     );
     assert_eq!(view.checkpoint_ref.as_deref(), Some("c1"));
+    // Every checkpoint by the fork point is copied (Go:
+    // TestForkAtACapturedOutcomeLogsItsCheckpoint): c0, ended by A's copied start, and c1.
     let points = kernel.fork_points(fork_id).unwrap();
-    assert_eq!(points.checkpoints.len(), 1);
+    let copied: Vec<_> = points
+        .checkpoints
+        .iter()
+        .map(|c| (c.checkpoint_ref.as_str(), c.invalidated_seq.is_some()))
+        .collect();
+    assert_eq!(copied, [("c0", true), ("c1", false)]);
 
     // The rerun replays the prefix and runs C live.
     let rerun = Run::attach(&kernel, &mut agent, fork_id).await;
@@ -150,12 +157,15 @@ async fn restoration_falls_back_to_earlier_checkpoints_and_the_initial_environme
     let view = &kernel.resources(forked.id)[0];
     assert!(!view.covered);
     assert_eq!(view.checkpoint_ref.as_deref(), Some("c1"));
+    // Both checkpoints are copied, both ended (c1 by C's start, which is not copied: its
+    // coverage ends where C's start would land in the fork).
+    let points = kernel.fork_points(forked.id).unwrap();
+    assert_eq!(points.checkpoints.len(), 2);
     assert!(
-        kernel
-            .fork_points(forked.id)
-            .unwrap()
+        points
             .checkpoints
-            .is_empty()
+            .iter()
+            .all(|c| c.invalidated_seq.is_some())
     );
 
     // Before the baseline: the initial environment.
@@ -165,10 +175,12 @@ async fn restoration_falls_back_to_earlier_checkpoints_and_the_initial_environme
         (restoration.checkpoint_ref.clone(), restoration.covered),
         (None, false)
     );
+    // Uncovered: one past the source's generation there (Go:
+    // TestForkWithoutACheckpointUsesTheInitialEnvironment).
     let initialized = events_of(&kernel, forked.id, "resource.initialized");
     assert_eq!(
         initialized[0].payload,
-        json!({"key": "workspace", "generation": 0})
+        json!({"key": "workspace", "generation": 1})
     );
 
     // Before the registration: no resources, no restoration.

@@ -54,13 +54,16 @@ async fn re_registering_and_re_binding_normalized_literals_is_a_no_op() {
     );
 }
 
+/// A re-registration keeps the first policy (Go:
+/// TestRepeatedRegistrationKeepsItsPolicyAndRefusesAnotherDriverOrCapability), and a fork
+/// copies that policy.
 #[tokio::test]
-async fn a_fork_keeps_a_reconfigured_checkpoint_interval() {
+async fn a_fork_keeps_the_first_checkpoint_interval() {
     let (kernel, mut agent) = kernel_with_agent().await;
     let run = Run::start(&kernel, &mut agent, r#"{"agent_id":"hello"}"#).await;
     let reg = |n: i64| json!({"key":"w","driver_id":"fs","every_steps":n}).to_string();
-    assert_eq!(run.post("/resources", &reg(1)).await.0, 200);
-    let (_, view) = run.post("/resources", &reg(3)).await;
+    assert_eq!(run.post("/resources", &reg(3)).await.0, 200);
+    let (_, view) = run.post("/resources", &reg(1)).await;
     assert_eq!(view["every_steps"], 3);
     let at = kernel.events(run.id).len() as u64;
     let fork = kernel.fork(run.id, at).unwrap();

@@ -55,9 +55,11 @@ async fn register_validates_and_preserves_policy() {
         (view["every_steps"].clone(), view["on_completion"].clone()),
         (json!(2), json!(true))
     );
-    // A positive interval changes it.
+    // A positive interval does not change it either (Go:
+    // TestRepeatedRegistrationKeepsItsPolicyAndRefusesAnotherDriverOrCapability).
     let (_, view) = run.post("/resources", &workspace(5)).await;
-    assert_eq!(view["every_steps"], 5);
+    assert_eq!(view["every_steps"], 2);
+    assert!(events_of(&kernel, run.id, "resource.reconfigured").is_empty());
     assert_eq!(events_of(&kernel, run.id, "resource.registered").len(), 1);
 
     // Conflicts and validation.
@@ -79,11 +81,20 @@ async fn register_validates_and_preserves_policy() {
             "{bad}"
         );
     }
-    // No policy: every_steps 0, on_completion false even when asked.
+    // An omitted interval is every step, on completion too (Go:
+    // TestForkAtACapturedOutcomeLogsItsCheckpoint).
+    let (_, view) = run
+        .post("/resources", r#"{"key":"k","driver_id":"fs"}"#)
+        .await;
+    assert_eq!(
+        (view["every_steps"].clone(), view["on_completion"].clone()),
+        (json!(1), json!(true))
+    );
+    // An explicit 0 is no policy, as both SDKs send it: on_completion false even when asked.
     let (_, view) = run
         .post(
             "/resources",
-            r#"{"key":"k","driver_id":"fs","on_completion":true}"#,
+            r#"{"key":"k0","driver_id":"fs","every_steps":0,"on_completion":true}"#,
         )
         .await;
     assert_eq!(
@@ -190,7 +201,7 @@ async fn generations_counts_and_captures() {
     assert_eq!(
         errors(&kernel, run.id),
         [
-            "duplicate_capture",
+            "stale_generation",
             "unknown_resource",
             "missing_checkpoint_ref",
             "disk full"
@@ -210,8 +221,17 @@ async fn generations_counts_and_captures() {
             .0,
         204
     );
-    run.post("/resources/checkpoints", &publish(2, "again"))
-        .await;
+    // A later batch may checkpoint the same generation again; one batch may not twice (Go:
+    // TestForkKeepsTheNewestCheckpointAtTheSameCopiedBoundary).
+    let twice = json!({"captures": [
+        {"key": "workspace", "generation": 2, "checkpoint_ref": "again"},
+        {"key": "workspace", "generation": 2, "checkpoint_ref": "twice"},
+    ]});
+    run.post("/resources/checkpoints", &twice.to_string()).await;
+    assert_eq!(
+        kernel.resources(run.id)[0].checkpoint_ref.as_deref(),
+        Some("again")
+    );
     run.post("/resources/checkpoints", &publish(7, "future"))
         .await;
     // A running writer blocks captures.

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use super::restore::SeqMap;
 use crate::event::{EventBody, EventKind, Recorded};
 use crate::identity;
 use crate::model::StepStatus;
@@ -53,17 +54,20 @@ fn renamed(state: &ExecState, src: &ExecState, at_seq: u64) -> HashMap<String, S
 }
 
 /// Copies, in source order, the settled steps' `step.*` events (not rate-limit refusals)
-/// and the prefix's `resource.registered` / `reconfigured` / `initialized` events.
-pub(super) fn prefix(state: &mut ExecState, src: &ExecState, at_seq: u64) {
+/// and the prefix's `resource.registered` / `reconfigured` / `initialized` events. Returns
+/// where source seqs land in the fork.
+pub(super) fn prefix(state: &mut ExecState, src: &ExecState, at_seq: u64) -> SeqMap {
     let renamed = renamed(state, src, at_seq);
     let fork = state.exec.id;
-    let copies: Vec<EventBody> = src
+    let base = state.latest_seq();
+    let (copied, copies): (Vec<u64>, Vec<EventBody>) = src
         .events
         .iter()
         .take_while(|e| e.event_seq <= at_seq)
-        .filter_map(|event| copy(event, &renamed, fork))
-        .collect();
+        .filter_map(|event| Some((event.event_seq, copy(event, &renamed, fork)?)))
+        .unzip();
     state.record_all(copies);
+    SeqMap { base, copied }
 }
 
 /// The fork's copy of one source event, if it is copied.

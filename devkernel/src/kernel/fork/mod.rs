@@ -96,8 +96,8 @@ fn build(
         }),
         policy_bundle: policy.map(|p| p.yaml().to_owned()),
     }));
-    copy::prefix(&mut state, src, at_seq);
-    restore::apply(&mut state, &restoration);
+    let seqs = copy::prefix(&mut state, src, at_seq);
+    restore::apply(&mut state, src, &restoration, at_seq, &seqs);
     Ok((state, restoration))
 }
 

@@ -1,6 +1,8 @@
 //! Checkpoint captures reported by the agent, and the refusals the kernel writes
 //! (PROTOCOL.md §1.9 "Captures").
 
+use std::collections::HashSet;
+
 use serde::Deserialize;
 
 use crate::event::{CheckpointFailed, Checkpointed, EventBody};
@@ -41,19 +43,22 @@ pub(crate) struct Captures {
     pub(crate) capture_failures: Option<Vec<CaptureFailure>>,
 }
 
-/// Why a capture was refused, or `None` when it is accepted.
-fn refusal(state: &ExecState, capture: &Capture) -> Option<&'static str> {
+/// Why a capture was refused, or `None` when it is accepted. `accepted` holds the keys this
+/// batch already checkpointed: a second capture of one of them is a duplicate, while a
+/// capture of a generation an earlier batch checkpointed is recorded again (Go:
+/// TestForkKeepsTheNewestCheckpointAtTheSameCopiedBoundary).
+fn refusal(
+    state: &ExecState,
+    capture: &Capture,
+    accepted: &HashSet<String>,
+) -> Option<&'static str> {
     let Some(resource) = state.resources.get(&capture.key) else {
         return Some("unknown_resource");
     };
     if capture.checkpoint_ref.is_empty() {
         return Some("missing_checkpoint_ref");
     }
-    if resource
-        .checkpoints
-        .iter()
-        .any(|c| c.generation == capture.generation)
-    {
+    if accepted.contains(&capture.key) {
         return Some("duplicate_capture");
     }
     if capture.generation != resource.generation {
@@ -77,17 +82,20 @@ fn failed(state: &mut ExecState, key: &str, generation: u64, error: &str) {
 /// Commits accepted captures as checkpoints covering from `covered_seq`, and writes
 /// `resource.checkpoint_failed` for refusals and reported failures.
 pub(crate) fn commit(state: &mut ExecState, records: Captures, covered_seq: u64) {
+    let mut accepted = HashSet::new();
     for capture in records.captures.unwrap_or_default() {
-        if let Some(reason) = refusal(state, &capture) {
+        if let Some(reason) = refusal(state, &capture, &accepted) {
             tracing::debug!(key = %capture.key, reason, "checkpoint refused");
             failed(state, &capture.key, capture.generation, reason);
             continue;
         }
+        accepted.insert(capture.key.clone());
         state.record(EventBody::ResourceCheckpointed(Checkpointed {
             key: capture.key,
             generation: capture.generation,
             checkpoint_ref: capture.checkpoint_ref,
             covered_seq,
+            invalidated_seq: None,
         }));
     }
     for failure in records.capture_failures.unwrap_or_default() {

@@ -13,6 +13,11 @@ use crate::store::{ExecState, Resource, canonical_text};
 /// Longest resource key.
 const MAX_KEY: usize = 128;
 
+/// The interval of a registration that omits `every_steps`: every affecting step (Go:
+/// TestForkAtACapturedOutcomeLogsItsCheckpoint). An explicit 0 still means "never": both
+/// SDKs send it for a resource without a checkpoint policy.
+const DEFAULT_EVERY_STEPS: i64 = 1;
+
 /// `POST /v0/executions/{id}/resources` body.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -60,7 +65,7 @@ impl RegisterRequest {
         if self.driver_id.trim().is_empty() {
             return Err(KernelError::validation("driver_id is required"));
         }
-        let every_steps = u64::try_from(self.every_steps.unwrap_or(0))
+        let every_steps = u64::try_from(self.every_steps.unwrap_or(DEFAULT_EVERY_STEPS))
             .map_err(|_| KernelError::validation("every_steps must not be negative"))?;
         let configuration = match &self.configuration {
             Some(raw) => Some(canonical(raw, "configuration")?),
@@ -111,8 +116,8 @@ pub(crate) fn registration_of(resource: &Resource) -> Registered {
 }
 
 /// Registers a new resource, or re-registers an existing one: identity fields must match
-/// (`409`); a positive interval enables or changes checkpointing (`resource.reconfigured`
-/// when that changes anything), 0 keeps the current policy.
+/// (`409`); the policy of the first registration stays, whatever a later one asks for (Go:
+/// TestRepeatedRegistrationKeepsItsPolicyAndRefusesAnotherDriverOrCapability).
 pub(super) fn apply(
     state: &mut ExecState,
     registration: Registration,
@@ -131,17 +136,6 @@ pub(super) fn apply(
         return Err(KernelError::conflict(format!(
             "resource {key:?} is registered with a different driver, configuration or coverage_reuse"
         )));
-    }
-    let changes = registration.every_steps > 0
-        && (existing.every_steps != registration.every_steps
-            || existing.on_completion != registration.on_completion());
-    if changes {
-        let reconfigured = Registered {
-            every_steps: registration.every_steps,
-            on_completion: registration.on_completion(),
-            ..registration_of(existing)
-        };
-        state.record(EventBody::ResourceReconfigured(reconfigured));
     }
     view(state, &key)
 }
