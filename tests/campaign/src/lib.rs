@@ -6,6 +6,8 @@
 //! computes [`expected_output`] without running anything, because every result is a pure
 //! function of the op.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -28,6 +30,18 @@ pub const DENY_REASON: &str = "the campaign forbids it";
 /// Request header the driver's webhook proxy sets to ask for a host deadline (milliseconds from
 /// the moment the agent receives the request).
 pub const DEADLINE_HEADER: &str = "x-campaign-deadline-ms";
+
+/// Lease period the kernel hands out (the SDK heartbeats every lease / 3).
+pub const LEASE: Duration = Duration::from_secs(3);
+/// Delivery attempts per dispatch before the kernel gives up (never, in practice).
+pub const MAX_ATTEMPTS: u32 = 100_000;
+/// The kernel's webhook retry backoff: first pause and cap.
+pub const RETRY_BACKOFF: (Duration, Duration) =
+    (Duration::from_millis(100), Duration::from_secs(1));
+/// How long the kernel waits for a webhook answer.
+pub const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(5);
+/// The line `campaign-kernel` prints on stdout once it serves (followed by its two ports).
+pub const KERNEL_READY: &str = "campaign-kernel ready";
 
 /// The policy bundle the campaign agent is registered with.
 pub fn policy_yaml() -> String {

@@ -71,41 +71,48 @@ pub(crate) fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
         .collect()
 }
 
-/// `campaign-agent` next to the running driver. Under `cargo run` (which builds only the
-/// driver) it is built first with the same cargo and profile, so it is never missing or stale.
-pub(crate) fn agent_binary() -> std::io::Result<PathBuf> {
+/// The campaign's binaries next to the running driver: `campaign-agent` and `campaign-kernel`.
+#[derive(Debug, Clone)]
+pub(crate) struct Binaries {
+    pub(crate) agent: PathBuf,
+    pub(crate) kernel: PathBuf,
+}
+
+/// Finds the binaries next to the driver. Under `cargo run` (which builds only the driver)
+/// they are built first with the same cargo and profile, so they are never missing or stale.
+pub(crate) fn binaries() -> std::io::Result<Binaries> {
     let exe = std::env::current_exe()?;
     let dir = exe
         .parent()
         .ok_or_else(|| std::io::Error::other("the driver has no directory"))?;
-    let path = dir.join(format!("campaign-agent{}", std::env::consts::EXE_SUFFIX));
+    let path = |name: &str| dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     if let Some(cargo) = std::env::var_os("CARGO") {
         let mut build = std::process::Command::new(cargo);
-        build.args([
-            "build",
-            "-q",
-            "-p",
-            "rebuno-campaign",
-            "--bin",
-            "campaign-agent",
-        ]);
+        build.args(["build", "-q", "-p", "rebuno-campaign"]);
+        build.args(["--bin", "campaign-agent", "--bin", "campaign-kernel"]);
         if dir.file_name().is_some_and(|n| n == "release") {
             build.arg("--release");
         }
         let status = build.status()?;
         if !status.success() {
             return Err(std::io::Error::other(format!(
-                "building campaign-agent failed ({status})"
+                "building campaign-agent and campaign-kernel failed ({status})"
             )));
         }
     }
-    if !path.exists() {
-        return Err(std::io::Error::other(format!(
-            "{} not found: run `cargo build -p rebuno-campaign --bins` first",
-            path.display()
-        )));
+    let binaries = Binaries {
+        agent: path("campaign-agent"),
+        kernel: path("campaign-kernel"),
+    };
+    for path in [&binaries.agent, &binaries.kernel] {
+        if !path.exists() {
+            return Err(std::io::Error::other(format!(
+                "{} not found: run `cargo build -p rebuno-campaign --bins` first",
+                path.display()
+            )));
+        }
     }
-    Ok(path)
+    Ok(binaries)
 }
 
 impl Slot {

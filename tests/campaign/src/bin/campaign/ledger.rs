@@ -46,6 +46,13 @@ pub(crate) struct Counters {
     pub(crate) redeliveries: AtomicU64,
     pub(crate) deadlines: AtomicU64,
     pub(crate) approvals: AtomicU64,
+    /// Kernel `SIGKILL`s (each followed by a restart on the same data directory).
+    pub(crate) kernel_kills: AtomicU64,
+    /// Of those, kills while an execution was running.
+    pub(crate) kernel_kills_live: AtomicU64,
+    /// Total and longest time from a kernel kill to its successor's ready line, in ms.
+    pub(crate) kernel_down_ms: AtomicU64,
+    pub(crate) kernel_down_max_ms: AtomicU64,
 }
 
 /// Shared by the driver, the proxies and the injector.
@@ -113,6 +120,17 @@ impl Ledger {
                 _ => return,
             }
         }
+    }
+
+    /// Adds one kernel outage (kill to ready) to the counters.
+    pub(crate) fn note_kernel_downtime(&self, down: std::time::Duration) {
+        let ms = u64::try_from(down.as_millis()).unwrap_or(u64::MAX);
+        self.counters
+            .kernel_down_ms
+            .fetch_add(ms, Ordering::Relaxed);
+        self.counters
+            .kernel_down_max_ms
+            .fetch_max(ms, Ordering::Relaxed);
     }
 
     pub(crate) fn record_claim(&self, dispatch_id: &str, claim: Claim) {

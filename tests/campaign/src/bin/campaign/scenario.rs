@@ -18,10 +18,10 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use rebuno_campaign::{AGENT_ID, DEADLINE_HEADER, Op, Program, SECRET, policy_yaml};
-use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
+use rebuno_campaign::{DEADLINE_HEADER, Op, Program};
 
 use crate::agents::{self, Slot};
+use crate::kernel::KernelHandle;
 use crate::verify::read_effects;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -72,6 +72,25 @@ async fn capture() -> std::io::Result<(String, Arc<Mutex<Vec<(Bytes, String)>>>)
     Ok((url, kept))
 }
 
+/// The kernel (its webhook the capture endpoint) and one agent slot, started in `workdir`;
+/// and what the capture endpoint keeps.
+async fn start(
+    workdir: &std::path::Path,
+) -> Result<(KernelHandle, Arc<Slot>, Arc<Mutex<Vec<(Bytes, String)>>>), BoxError> {
+    let (url, kept) = capture().await?;
+    let binaries = agents::binaries()?;
+    let ports = agents::free_ports(4)?;
+    let kernel = KernelHandle::start(&binaries.kernel, workdir, (ports[2], ports[3]), url).await?;
+    let slot = Slot::new(
+        0,
+        (ports[0], ports[1]),
+        kernel.url(),
+        &binaries.agent,
+        workdir,
+    )?;
+    Ok((kernel, slot, kept))
+}
+
 async fn post(port: u16, body: &Bytes, signature: &str, deadline: Option<u64>) -> Option<u16> {
     let mut request = reqwest::Client::new()
         .post(format!("http://127.0.0.1:{port}/webhook"))
@@ -89,21 +108,7 @@ pub(crate) async fn stale_dispatch_then_repeat() -> Result<bool, BoxError> {
     let workdir =
         std::env::temp_dir().join(format!("rebuno-campaign-scenario-{}", std::process::id()));
     std::fs::create_dir_all(&workdir)?;
-    let kernel = DevKernel::builder()
-        .default_lease_timeout(Duration::from_secs(3))
-        .retry_backoff(Duration::from_millis(100), Duration::from_secs(1))
-        .start()
-        .await?;
-    let (url, kept) = capture().await?;
-    kernel.register_agent(AgentSpec::new(AGENT_ID, url, SECRET).policy_yaml(policy_yaml()))?;
-    let ports = agents::free_ports(2)?;
-    let slot = Slot::new(
-        0,
-        (ports[0], ports[1]),
-        kernel.url(),
-        &agents::agent_binary()?,
-        &workdir,
-    )?;
+    let (kernel, slot, kept) = start(&workdir).await?;
     slot.spawn().await?;
     let program = Program {
         label: "stale".to_owned(),
@@ -125,7 +130,7 @@ pub(crate) async fn stale_dispatch_then_repeat() -> Result<bool, BoxError> {
         ],
     };
     let created = kernel
-        .create_execution(NewExecution::new(AGENT_ID, serde_json::to_value(&program)?))
+        .create_execution(serde_json::to_value(&program)?)
         .await?;
     let webhook = |n: usize| {
         let kept = Arc::clone(&kept);
@@ -146,8 +151,11 @@ pub(crate) async fn stale_dispatch_then_repeat() -> Result<bool, BoxError> {
     );
     let mut granted = false;
     for _ in 0..200 {
-        if let Some(approval) = kernel.approvals().first() {
-            kernel.grant(approval.id)?;
+        if let Some(approval) = kernel.approvals().await.first() {
+            kernel
+                .grant(approval.id)
+                .await
+                .ok_or("the grant did not reach the kernel")?;
             granted = true;
             break;
         }
@@ -173,10 +181,10 @@ pub(crate) async fn stale_dispatch_then_repeat() -> Result<bool, BoxError> {
     );
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let (effects, _, _) = read_effects(&workdir.join("effects.jsonl"));
-    let id = created.id.to_string();
+    let id = created.to_string();
     let count = |op: u32| effects.get(&(id.clone(), op)).map_or(0, Vec::len);
     println!("events:");
-    for event in kernel.events(created.id) {
+    for event in kernel.events(created).await.unwrap_or_default() {
         println!(
             "    {:>3} {:<22} {}",
             event.event_seq, event.kind, event.payload
@@ -185,7 +193,7 @@ pub(crate) async fn stale_dispatch_then_repeat() -> Result<bool, BoxError> {
     let charges = count(1);
     println!(
         "execution {id}: at-most-once op 1 ran {charges} time(s); steps recorded {} (program has 3 ops)",
-        kernel.steps(created.id).len()
+        kernel.steps(created).await.unwrap_or_default().len()
     );
     slot.kill().await;
     kernel.shutdown().await;
@@ -198,21 +206,7 @@ pub(crate) async fn repeat_after_deadline() -> Result<bool, BoxError> {
     let workdir =
         std::env::temp_dir().join(format!("rebuno-campaign-scenario-{}", std::process::id()));
     std::fs::create_dir_all(&workdir)?;
-    let kernel = DevKernel::builder()
-        .default_lease_timeout(Duration::from_secs(3))
-        .retry_backoff(Duration::from_millis(100), Duration::from_secs(1))
-        .start()
-        .await?;
-    let (url, kept) = capture().await?;
-    kernel.register_agent(AgentSpec::new(AGENT_ID, url, SECRET).policy_yaml(policy_yaml()))?;
-    let ports = agents::free_ports(2)?;
-    let slot = Slot::new(
-        0,
-        (ports[0], ports[1]),
-        kernel.url(),
-        &agents::agent_binary()?,
-        &workdir,
-    )?;
+    let (kernel, slot, kept) = start(&workdir).await?;
     slot.spawn().await?;
     let program = Program {
         label: "repeat".to_owned(),
@@ -235,7 +229,7 @@ pub(crate) async fn repeat_after_deadline() -> Result<bool, BoxError> {
         ],
     };
     let created = kernel
-        .create_execution(NewExecution::new(AGENT_ID, serde_json::to_value(&program)?))
+        .create_execution(serde_json::to_value(&program)?)
         .await?;
     let mut first = None;
     for _ in 0..100 {
@@ -252,7 +246,7 @@ pub(crate) async fn repeat_after_deadline() -> Result<bool, BoxError> {
     );
     tokio::time::sleep(Duration::from_millis(2000)).await;
     println!("events after the first run:");
-    for event in kernel.events(created.id) {
+    for event in kernel.events(created).await.unwrap_or_default() {
         println!(
             "    {:>3} {:<22} {}",
             event.event_seq, event.kind, event.payload
@@ -264,10 +258,10 @@ pub(crate) async fn repeat_after_deadline() -> Result<bool, BoxError> {
     );
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let (effects, _, _) = read_effects(&workdir.join("effects.jsonl"));
-    let id = created.id.to_string();
+    let id = created.to_string();
     let count = |op: u32| effects.get(&(id.clone(), op)).map_or(0, Vec::len);
     println!("events after the repeat:");
-    for event in kernel.events(created.id) {
+    for event in kernel.events(created).await.unwrap_or_default() {
         println!(
             "    {:>3} {:<22} {}",
             event.event_seq, event.kind, event.payload
@@ -277,7 +271,7 @@ pub(crate) async fn repeat_after_deadline() -> Result<bool, BoxError> {
     println!(
         "execution {id}: at-most-once op 1 ran {charges} time(s); step op 2 ran {}; steps recorded {}",
         count(2),
-        kernel.steps(created.id).len()
+        kernel.steps(created).await.unwrap_or_default().len()
     );
     slot.kill().await;
     kernel.shutdown().await;

@@ -1,5 +1,5 @@
-//! The invariants, checked at the end from the effect log, the kernel's steps and event log,
-//! and what the proxies saw.
+//! The invariants, checked at the end from the effect log, the kernel's steps and event log
+//! (a [`Snapshot`] read once the run is over), and what the proxies saw.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -7,10 +7,11 @@ use std::path::Path;
 use rebuno_campaign::{
     AT_MOST_ONCE, DENIED, EffectLine, GATED, MODEL, Op, Program, SPAWN, TOOL, expected_output,
 };
-use rebuno_devkernel::{DevKernel, Execution, ExecutionStatus, StepRecord, StepStatus};
+use rebuno_devkernel::{Event, Execution, ExecutionStatus, StepRecord, StepStatus};
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::kernel::Snapshot;
 use crate::ledger::Ledger;
 
 /// One broken invariant.
@@ -120,14 +121,18 @@ fn is_indeterminate(step: &StepRecord) -> bool {
 
 /// Everything the checks need.
 pub(crate) struct Inputs<'a> {
-    pub(crate) kernel: &'a DevKernel,
+    pub(crate) kernel: &'a Snapshot,
     pub(crate) ledger: &'a Ledger,
     /// Top-level executions and their programs.
     pub(crate) created: &'a [(Uuid, Program)],
     pub(crate) effects_path: &'a Path,
+    /// The agents' and the kernel's stderr logs (checked for panics).
     pub(crate) agent_logs: Vec<std::path::PathBuf>,
     /// Child executions by parent id.
     pub(crate) children: HashMap<String, Vec<Uuid>>,
+    /// Kernel restarts were the only fault (`--scenario kernel-restart`): every execution must
+    /// complete and no step body may run twice.
+    pub(crate) restarts_only: bool,
 }
 
 /// Runs every check.
@@ -446,6 +451,7 @@ fn check_execution(
         }
         _ => {}
     }
+    check_restarts(inputs, report, execution, program, &events, effects);
     // Children, through the spawn steps' ids (a subagent's `spawned_by`).
     let mut children = Vec::new();
     let subagent_ops: Vec<(&Op, &Program)> = program
@@ -494,6 +500,55 @@ fn check_execution(
         }
     }
     children
+}
+
+/// No execution failed by a kernel restart: none at all when restarts were the only fault;
+/// otherwise none failed `indeterminate` after a dispatch the restart reclaimed
+/// (`kernel_restart`: a lease the kernel did not keep). With restarts only, no step body ran
+/// twice either (the effect log).
+fn check_restarts(
+    inputs: &Inputs<'_>,
+    report: &mut Report,
+    execution: &Execution,
+    program: &Program,
+    events: &[Event],
+    effects: &Effects,
+) {
+    let id = execution.id.to_string();
+    let label = &program.label;
+    if execution.status == ExecutionStatus::Failed {
+        let reason = &execution.failure_reason;
+        let indeterminate = reason.contains("outcome unknown") || reason.contains("retry refused");
+        let reclaimed_by_restart = events.iter().any(|e| {
+            e.kind == "dispatch.reclaimed" && e.payload.to_string().contains("kernel_restart")
+        });
+        if inputs.restarts_only || (indeterminate && reclaimed_by_restart) {
+            report.violate(
+                "no execution failed by a kernel restart",
+                &id,
+                format!(
+                    "{label}: failed {reason:?} (reclaimed by a restart: {reclaimed_by_restart})"
+                ),
+            );
+        }
+    }
+    if !inputs.restarts_only {
+        return;
+    }
+    for op in program.leaves() {
+        let count = effects.get(&(id.clone(), op.id())).map_or(0, Vec::len);
+        if count > 1 {
+            report.violate(
+                "no step body runs twice under kernel restarts",
+                &id,
+                format!(
+                    "{label}: op {} ({:?}) ran {count} times",
+                    op.id(),
+                    op.effect_kind()
+                ),
+            );
+        }
+    }
 }
 
 impl Inputs<'_> {

@@ -38,6 +38,15 @@ pub(crate) struct Rates {
     pub(crate) deadline: f64,
 }
 
+impl Rates {
+    /// No webhook faults.
+    pub(crate) const NONE: Self = Self {
+        duplicate: 0.0,
+        delay: 0.0,
+        deadline: 0.0,
+    };
+}
+
 #[derive(Debug)]
 pub(crate) struct WebhookProxy {
     ledger: Arc<Ledger>,
@@ -253,14 +262,6 @@ impl WebhookProxy {
                 .fetch_add(1, Ordering::Relaxed);
         }
         sent
-    }
-
-    /// Every execution delivered so far (subagents included).
-    pub(crate) fn executions_seen(&self) -> std::collections::HashSet<uuid::Uuid> {
-        lock(&self.deliveries)
-            .iter()
-            .filter_map(|d| uuid::Uuid::parse_str(&d.execution_id).ok())
-            .collect()
     }
 
     /// The slot the newest attempt of `execution_id` went to.
