@@ -16,6 +16,10 @@
 //! error, an unreachable kernel, a watched execution that did not complete, or serving that
 //! could not start), 2 usage error.
 
+/// Go's duration syntax, the same parser the policy language uses.
+#[path = "policy/duration.rs"]
+mod go;
+
 use std::process::ExitCode;
 
 use rebuno_devkernel::cli::{self, Command, ServeArgs};
@@ -104,39 +108,10 @@ fn from_env(mut builder: DevKernelBuilder) -> DevKernelBuilder {
 /// one is zero (retention off, as Go's `retain <= 0`).
 fn go_duration(text: &str) -> Option<Duration> {
     let text = text.trim();
-    if let Some(rest) = text.strip_prefix('-') {
-        return go_duration(rest).map(|_| Duration::ZERO);
+    match text.strip_prefix('-') {
+        Some(rest) => go::parse_go_duration(rest).map(|_| Duration::ZERO),
+        None => go::parse_go_duration(text.strip_prefix('+').unwrap_or(text)),
     }
-    let mut rest = text.strip_prefix('+').unwrap_or(text);
-    if rest == "0" {
-        return Some(Duration::ZERO);
-    }
-    if rest.is_empty() {
-        return None;
-    }
-    let mut seconds = 0f64;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let number: f64 = rest[..digits].parse().ok()?;
-        rest = &rest[digits..];
-        let unit = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit] {
-            "ns" => 1e-9,
-            "us" | "\u{b5}s" | "\u{3bc}s" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return None,
-        };
-        seconds += number * scale;
-        rest = &rest[unit..];
-    }
-    Duration::try_from_secs_f64(seconds).ok()
 }
 
 #[cfg(test)]

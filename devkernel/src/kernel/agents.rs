@@ -22,9 +22,21 @@ const MIN_LEASE_SECONDS: u64 = 10;
 pub(crate) struct AgentRequest {
     pub(crate) id: String,
     pub(crate) webhook_url: String,
+    /// Optional, as in Go: missing or `null` is the empty secret (see [`Kernel::upsert_agent`]).
+    #[serde(default = "no_secret", deserialize_with = "secret_or_null")]
     pub(crate) secret: Secret,
     #[serde(default)]
     pub(crate) lease_timeout_seconds: Option<i64>,
+}
+
+/// The secret of an agent registered without one.
+fn no_secret() -> Secret {
+    Secret::new("")
+}
+
+/// Reads `secret` as a string, `null` being the empty secret.
+fn secret_or_null<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Secret, D::Error> {
+    Ok(Option::<String>::deserialize(deserializer)?.map_or_else(no_secret, Secret::new))
 }
 
 /// `PUT /v0/agents/{id}/metadata` body.
@@ -41,6 +53,10 @@ pub(crate) struct MetadataRequest {
 
 impl Kernel {
     /// Registers or replaces an agent, keeping its policy and metadata when not re-supplied.
+    ///
+    /// The secret may be empty, as in Go (`TestRegisterAgentReturnsStoredAgent`), which
+    /// generates none: webhooks to such an agent are then signed with the empty key, and its
+    /// requests verify with that key, so anyone can sign them. A warning says so.
     pub(crate) fn upsert_agent(
         &self,
         request: AgentRequest,
@@ -53,7 +69,11 @@ impl Kernel {
             return Err(KernelError::validation("webhook_url is required"));
         }
         if request.secret.is_empty() {
-            return Err(KernelError::validation("secret is required"));
+            tracing::warn!(
+                agent = %request.id,
+                "agent registered without a secret: its webhooks are signed with an empty key \
+                 and anyone can sign its requests"
+            );
         }
         let lease = request
             .lease_timeout_seconds

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::duration::parse_go_duration;
-use super::glob::glob_match;
+use super::glob::Glob;
 use super::{Action, ApprovalConfig, Budget, BudgetScope, RateLimit, RateScope, StepFacts};
 
 /// Why a bundle does not compile.
@@ -65,7 +65,7 @@ struct RawMatcher {
     #[serde(default)]
     one_of: Option<Vec<serde_yaml::Value>>,
     #[serde(default)]
-    regex: Option<String>,
+    regex: Option<serde_yaml::Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -80,6 +80,21 @@ struct RawThen {
     rate_limit: Option<RawRateLimit>,
     #[serde(default)]
     budget: Option<RawBudget>,
+    #[serde(default)]
+    judge: Option<RawJudge>,
+}
+
+/// `then.judge`: options of an external judge. The dev kernel has none, so they are only
+/// validated (as Go validates them at load).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawJudge {
+    #[serde(default)]
+    instructions: Option<String>,
+    #[serde(default)]
+    threshold: Option<f64>,
+    #[serde(default)]
+    fallback: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -140,18 +155,32 @@ pub(super) struct Rule {
 /// Conditions of a rule; every present one must hold.
 #[derive(Debug, Clone, Default)]
 pub(super) struct When {
-    targets: Option<Vec<String>>,
+    /// `target`: this glob must match.
+    target: Option<Glob>,
+    /// `targets`: one of these globs must match.
+    targets: Option<Vec<Glob>>,
+    /// `agent_id`: the agent must be this one.
+    agent_id: Option<String>,
+    /// `agent_ids`: the agent must be one of these.
     agent_ids: Option<Vec<String>>,
+    /// `step_kind`: the step must be of this kind.
     step_kind: Option<String>,
-    arguments: Vec<(String, Matcher)>,
+    /// `arguments`: each named argument must be present and meet its predicate.
+    arguments: Vec<(String, Predicate)>,
 }
 
-#[derive(Debug, Clone)]
-enum Matcher {
-    Equals(String),
-    Contains(String),
-    OneOf(Vec<String>),
-    Regex(Regex),
+/// The constraints on one argument; every present one must hold. Empty fields are absent,
+/// and at least one is present.
+#[derive(Debug, Clone, Default)]
+struct Predicate {
+    /// The value must be this text.
+    equals: Option<String>,
+    /// The value must contain this text.
+    contains: Option<String>,
+    /// The value must be one of these texts.
+    one_of: Option<Vec<String>>,
+    /// The value must match this regex (unanchored).
+    regex: Option<Regex>,
 }
 
 impl Bundle {
@@ -182,10 +211,15 @@ impl Bundle {
     }
 }
 
+/// Why a `judge` rule denies: the dev kernel has no judge configured.
+const NO_JUDGE: &str = "judge not configured";
+
+/// Compiles one rule: its decision and options, then its conditions.
 fn compile_rule(rule: RawRule) -> Result<Rule, PolicyError> {
+    let judged = rule.then.decision == "judge";
     let action = match rule.then.decision.as_str() {
         "allow" => Action::Allow,
-        // No external judge in the dev kernel: judge rules deny, as without an API key.
+        // No judge here, so a judge rule denies whatever its fallback (Go without a judge).
         "deny" | "judge" => Action::Deny,
         "require_approval" => Action::RequireApproval(compile_approval(rule.then.approval_config)?),
         other => {
@@ -195,6 +229,7 @@ fn compile_rule(rule: RawRule) -> Result<Rule, PolicyError> {
             )));
         }
     };
+    check_judge(rule.then.judge.as_ref(), judged, &rule.id)?;
     let rate_limit = match rule.then.rate_limit {
         Some(raw) => Some(compile_rate_limit(raw, &rule.id)?),
         None => None,
@@ -209,8 +244,42 @@ fn compile_rule(rule: RawRule) -> Result<Rule, PolicyError> {
         when: compile_when(rule.when, &rule.id)?,
         id: rule.id,
         action,
-        reason: rule.then.reason.filter(|r| !r.is_empty()),
+        reason: if judged {
+            Some(NO_JUDGE.to_owned())
+        } else {
+            rule.then.reason.filter(|r| !r.is_empty())
+        },
     })
+}
+
+/// Validates a `judge` block: its fallback is a decision, its threshold lies in 0..=1, and a
+/// block that sets anything belongs to a `decision: judge` rule.
+fn check_judge(raw: Option<&RawJudge>, judged: bool, rule: &str) -> Result<(), PolicyError> {
+    let Some(raw) = raw else {
+        return Ok(());
+    };
+    let fallback = raw.fallback.as_deref().unwrap_or_default();
+    if !matches!(fallback, "" | "allow" | "deny" | "require_approval") {
+        return Err(PolicyError(format!(
+            "rule {rule:?}: unknown fallback {fallback:?} (allow, deny or require_approval)"
+        )));
+    }
+    let threshold = raw.threshold.unwrap_or_default();
+    let set = !fallback.is_empty()
+        || threshold != 0.0
+        || raw.instructions.as_deref().is_some_and(|i| !i.is_empty());
+    if set && !judged {
+        return Err(PolicyError(format!(
+            "rule {rule:?}: judge is set on a rule whose decision is not judge"
+        )));
+    }
+    // NaN compares false both ways, so Go lets it through; so does this check.
+    if !(threshold.is_nan() || (0.0..=1.0).contains(&threshold)) {
+        return Err(PolicyError(format!(
+            "rule {rule:?}: judge threshold {threshold} is not between 0 and 1"
+        )));
+    }
+    Ok(())
 }
 
 fn duration(text: &str, rule: &str, what: &str) -> Result<std::time::Duration, PolicyError> {
@@ -292,66 +361,109 @@ fn compile_approval(raw: Option<RawApproval>) -> Result<ApprovalConfig, PolicyEr
     })
 }
 
+/// Compiles a rule's conditions; a malformed target glob is an error.
 fn compile_when(raw: RawWhen, rule: &str) -> Result<When, PolicyError> {
-    let mut targets: Vec<String> = raw.target.into_iter().collect();
-    targets.extend(raw.targets.unwrap_or_default());
-    let mut agent_ids: Vec<String> = raw.agent_id.into_iter().collect();
-    agent_ids.extend(raw.agent_ids.unwrap_or_default());
+    let glob = |pattern: &str| {
+        Glob::new(pattern)
+            .map_err(|e| PolicyError(format!("rule {rule:?}: target {pattern:?}: {e}")))
+    };
+    let target = match raw.target.as_deref().filter(|t| !t.is_empty()) {
+        Some(pattern) => Some(glob(pattern)?),
+        None => None,
+    };
+    let mut targets = Vec::new();
+    for pattern in raw.targets.unwrap_or_default() {
+        targets.push(glob(&pattern)?);
+    }
     let mut arguments = Vec::new();
     for (key, matcher) in raw.arguments.unwrap_or_default() {
-        arguments.push((key, compile_matcher(matcher, rule)?));
+        let predicate = compile_predicate(matcher, rule, &key)?;
+        arguments.push((key, predicate));
     }
+    let agent_ids = raw.agent_ids.unwrap_or_default();
     Ok(When {
+        target,
         targets: (!targets.is_empty()).then_some(targets),
+        agent_id: raw.agent_id.filter(|a| !a.is_empty()),
         agent_ids: (!agent_ids.is_empty()).then_some(agent_ids),
         step_kind: raw.step_kind.filter(|k| !k.is_empty()),
         arguments,
     })
 }
 
-fn compile_matcher(raw: RawMatcher, rule: &str) -> Result<Matcher, PolicyError> {
-    if let Some(value) = raw.equals {
-        return Ok(Matcher::Equals(yaml_scalar(&value)));
+/// Compiles one argument's constraints, dropping empty ones; none left is an error (an
+/// empty predicate would match any value).
+fn compile_predicate(raw: RawMatcher, rule: &str, key: &str) -> Result<Predicate, PolicyError> {
+    let text = |value: Option<serde_yaml::Value>| -> Result<Option<String>, PolicyError> {
+        let text = value.as_ref().map(yaml_scalar).transpose();
+        let text = text.map_err(|e| PolicyError(format!("rule {rule:?} argument {key:?}: {e}")))?;
+        Ok(text.filter(|t| !t.is_empty()))
+    };
+    let mut one_of = Vec::new();
+    for value in raw.one_of.unwrap_or_default() {
+        one_of.push(text(Some(value))?.unwrap_or_default());
     }
-    if let Some(value) = raw.contains {
-        return Ok(Matcher::Contains(yaml_scalar(&value)));
+    let regex =
+        match text(raw.regex)? {
+            Some(pattern) => Some(Regex::new(&pattern).map_err(|e| {
+                PolicyError(format!("rule {rule:?} argument {key:?}: bad regex: {e}"))
+            })?),
+            None => None,
+        };
+    let predicate = Predicate {
+        equals: text(raw.equals)?,
+        contains: text(raw.contains)?,
+        one_of: (!one_of.is_empty()).then_some(one_of),
+        regex,
+    };
+    let Predicate {
+        equals,
+        contains,
+        one_of,
+        regex,
+    } = &predicate;
+    if equals.is_none() && contains.is_none() && one_of.is_none() && regex.is_none() {
+        return Err(PolicyError(format!(
+            "rule {rule:?} argument {key:?}: no non-empty equals, contains, one_of or regex, \
+             so it would match any value"
+        )));
     }
-    if let Some(values) = raw.one_of {
-        return Ok(Matcher::OneOf(values.iter().map(yaml_scalar).collect()));
-    }
-    if let Some(pattern) = raw.regex {
-        let regex = Regex::new(&pattern)
-            .map_err(|e| PolicyError(format!("rule {rule:?}: bad regex: {e}")))?;
-        return Ok(Matcher::Regex(regex));
-    }
-    Err(PolicyError(format!(
-        "rule {rule:?}: an argument matcher needs equals, contains, one_of or regex"
-    )))
+    Ok(predicate)
 }
 
-fn yaml_scalar(value: &serde_yaml::Value) -> String {
+/// The text of a YAML scalar, as a string field reads it (`~` is empty); a list or a map is
+/// an error.
+fn yaml_scalar(value: &serde_yaml::Value) -> Result<String, String> {
     match value {
-        serde_yaml::Value::String(s) => s.clone(),
-        serde_yaml::Value::Bool(b) => b.to_string(),
-        serde_yaml::Value::Number(n) => n.to_string(),
-        serde_yaml::Value::Null => "<nil>".into(),
-        other => serde_yaml::to_string(other)
-            .unwrap_or_default()
-            .trim()
-            .to_owned(),
+        serde_yaml::Value::String(s) => Ok(s.clone()),
+        serde_yaml::Value::Bool(b) => Ok(b.to_string()),
+        serde_yaml::Value::Number(n) => Ok(n.to_string()),
+        serde_yaml::Value::Null => Ok(String::new()),
+        serde_yaml::Value::Tagged(tagged) => yaml_scalar(&tagged.value),
+        serde_yaml::Value::Sequence(_) | serde_yaml::Value::Mapping(_) => {
+            Err("a constraint is a single value, not a list or a map".into())
+        }
     }
 }
 
 impl When {
     pub(super) fn matches(&self, facts: &StepFacts<'_>) -> bool {
-        if let Some(kind) = &self.step_kind
-            && kind != facts.kind
+        if self.step_kind.as_ref().is_some_and(|k| k != facts.kind) {
+            return false;
+        }
+        if self
+            .target
+            .as_ref()
+            .is_some_and(|g| !g.is_match(facts.target))
         {
             return false;
         }
         if let Some(targets) = &self.targets
-            && !targets.iter().any(|g| glob_match(g, facts.target))
+            && !targets.iter().any(|g| g.is_match(facts.target))
         {
+            return false;
+        }
+        if self.agent_id.as_ref().is_some_and(|a| a != facts.agent_id) {
             return false;
         }
         if let Some(agents) = &self.agent_ids
@@ -359,23 +471,28 @@ impl When {
         {
             return false;
         }
-        self.arguments.iter().all(|(key, matcher)| {
+        self.arguments.iter().all(|(key, predicate)| {
             facts
                 .args
                 .get(key)
-                .is_some_and(|value| matcher.matches(&go_format(value)))
+                .is_some_and(|value| predicate.matches(&go_format(value)))
         })
     }
 }
 
-impl Matcher {
+impl Predicate {
+    /// Whether `text` meets every constraint present.
     fn matches(&self, text: &str) -> bool {
-        match self {
-            Self::Equals(want) => text == want,
-            Self::Contains(part) => text.contains(part.as_str()),
-            Self::OneOf(options) => options.iter().any(|o| o == text),
-            Self::Regex(regex) => regex.is_match(text),
-        }
+        self.equals.as_ref().is_none_or(|want| text == want)
+            && self
+                .contains
+                .as_ref()
+                .is_none_or(|part| text.contains(part.as_str()))
+            && self
+                .one_of
+                .as_ref()
+                .is_none_or(|options| options.iter().any(|o| o == text))
+            && self.regex.as_ref().is_none_or(|regex| regex.is_match(text))
     }
 }
 

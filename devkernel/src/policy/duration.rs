@@ -8,6 +8,9 @@ pub(crate) fn parse_go_duration(text: &str) -> Option<Duration> {
     if rest == "0" {
         return Some(Duration::ZERO);
     }
+    if rest.is_empty() {
+        return None; // Go: invalid duration ""
+    }
     let mut total = 0f64;
     while !rest.is_empty() {
         let number_len = rest
@@ -45,5 +48,6 @@ mod tests {
         assert_eq!(parse_go_duration("1.5s"), Some(Duration::from_millis(1500)));
         assert_eq!(parse_go_duration("5"), None);
         assert_eq!(parse_go_duration("abc"), None);
+        assert_eq!(parse_go_duration(""), None);
     }
 }

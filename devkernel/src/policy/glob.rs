@@ -1,157 +1,149 @@
-//! Go `path.Match` globs: `*` (no `/`), `?`, `[a-z]`, `[^x]`, `\` escapes.
+//! Target globs: `*` (any run of characters), `?` (one character), `[a-z]` / `[^x]` classes and
+//! `\` escapes. Unlike a file-path glob, `*` and `?` also match `/`, so `mcp/*delete` covers
+//! `mcp/nested/fs_delete` (Go's `TestTargetGlobsMatchAcrossSlash`).
+//!
+//! The syntax is Go's `path.Match` syntax, checked when the bundle loads: an unclosed class, a
+//! class item that is a bare `-` or a leading `]`, a range running backwards or a trailing `\`
+//! refuse the bundle (`TestMalformedTargetGlobIsRejectedAtLoad`).
+//!
+//! A glob compiles to an anchored regular expression, so matching takes linear time whatever
+//! the stars (`*a*a*a*a*a*a*a*a*b` against thousands of `a`s included).
 
-/// Whether `name` matches the whole `pattern` (a malformed pattern matches nothing).
-///
-/// Like Go's `path.Match`, the pattern is read as star-separated chunks of fixed length, and
-/// each chunk takes its leftmost match: polynomial time, where trying every split at every
-/// star took exponential time (`*a*a*a*a*a*a*a*a*b` against 45 `a`s: 28 s).
-pub(crate) fn glob_match(pattern: &str, name: &str) -> bool {
-    let pattern: Vec<char> = pattern.chars().collect();
-    let name: Vec<char> = name.chars().collect();
-    matches(&pattern, &name)
-}
+use std::iter::Peekable;
+use std::str::Chars;
 
-fn matches(mut pattern: &[char], mut name: &[char]) -> bool {
-    'chunks: while !pattern.is_empty() {
-        let (star, chunk, rest) = scan_chunk(pattern);
-        pattern = rest;
-        if star && chunk.is_empty() {
-            // A trailing star takes the rest of the name, within one path segment.
-            return !name.contains(&'/');
-        }
-        // Without a star the chunk must match here; with one, at the leftmost place it can
-        // that leaves a valid remainder (the last chunk must end the name).
-        let fits = |left: &[char]| left.is_empty() || !pattern.is_empty();
-        if let Some(left) = match_chunk(chunk, name).filter(|left| fits(left)) {
-            name = left;
-            continue;
-        }
-        if star {
-            for skip in 0..name.len() {
-                if name[skip] == '/' {
-                    break;
+use regex::Regex;
+
+/// A compiled target glob.
+#[derive(Debug, Clone)]
+pub(crate) struct Glob(Regex);
+
+impl Glob {
+    /// Compiles `pattern`; the error says what is malformed.
+    pub(crate) fn new(pattern: &str) -> Result<Self, String> {
+        let mut expr = String::from("(?s)^(?:");
+        let mut chars = pattern.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '*' => expr.push_str(".*"),
+                '?' => expr.push('.'),
+                '\\' => {
+                    let lit = chars.next().ok_or("a trailing `\\` escapes nothing")?;
+                    push_literal(&mut expr, lit);
                 }
-                if let Some(left) = match_chunk(chunk, &name[skip + 1..]).filter(|l| fits(l)) {
-                    name = left;
-                    continue 'chunks;
-                }
+                '[' => push_class(&mut expr, &mut chars)?,
+                lit => push_literal(&mut expr, lit),
             }
         }
-        return false;
+        expr.push_str(")$");
+        Regex::new(&expr).map(Self).map_err(|e| e.to_string())
     }
-    name.is_empty()
-}
 
-/// Splits off the next chunk: whether stars lead it, the chunk up to the next star outside a
-/// class, and the pattern after it.
-fn scan_chunk(pattern: &[char]) -> (bool, &[char], &[char]) {
-    let stars = pattern.iter().take_while(|&&c| c == '*').count();
-    let pattern = &pattern[stars..];
-    let mut in_class = false;
-    let mut i = 0;
-    while i < pattern.len() {
-        match pattern[i] {
-            '\\' => i += 1,
-            '[' => in_class = true,
-            ']' => in_class = false,
-            '*' if !in_class => break,
-            _ => {}
-        }
-        i += 1;
-    }
-    let end = i.min(pattern.len());
-    (stars > 0, &pattern[..end], &pattern[end..])
-}
-
-/// Matches a star-free `chunk` against the start of `name`; the rest of `name` if it does.
-fn match_chunk<'n>(mut chunk: &[char], mut name: &'n [char]) -> Option<&'n [char]> {
-    while !chunk.is_empty() {
-        let (&ch, tail) = name.split_first()?;
-        let (true, used) = single(chunk, ch)? else {
-            return None;
-        };
-        chunk = &chunk[used..];
-        name = tail;
-    }
-    Some(name)
-}
-
-/// Matches one non-star pattern item against `ch`: (matched, pattern chars used).
-fn single(pattern: &[char], ch: char) -> Option<(bool, usize)> {
-    match pattern[0] {
-        '?' => Some((ch != '/', 1)),
-        '\\' => pattern.get(1).map(|&lit| (lit == ch, 2)),
-        '[' => class(pattern, ch),
-        lit => Some((lit == ch, 1)),
+    /// Whether the whole of `name` matches.
+    pub(crate) fn is_match(&self, name: &str) -> bool {
+        self.0.is_match(name)
     }
 }
 
-fn class(pattern: &[char], ch: char) -> Option<(bool, usize)> {
-    let mut i = 1;
-    let negate = pattern.get(i) == Some(&'^');
-    if negate {
-        i += 1;
+/// Appends `c` as a regex literal.
+fn push_literal(expr: &mut String, c: char) {
+    expr.push_str(&regex::escape(c.encode_utf8(&mut [0; 4])));
+}
+
+/// Reads a class after its `[` and appends it as a regex class.
+fn push_class(expr: &mut String, chars: &mut Peekable<Chars<'_>>) -> Result<(), String> {
+    expr.push('[');
+    if chars.next_if_eq(&'^').is_some() {
+        expr.push('^');
     }
-    let mut matched = false;
-    let mut first = true;
+    let mut items = 0;
     loop {
-        let c = *pattern.get(i)?;
-        if c == ']' && !first {
-            i += 1;
+        if items > 0 && chars.next_if_eq(&']').is_some() {
             break;
         }
-        first = false;
-        let (lo, next) = class_char(pattern, i)?;
-        i = next;
-        let hi = if pattern.get(i) == Some(&'-') && pattern.get(i + 1) != Some(&']') {
-            let (hi, next) = class_char(pattern, i + 1)?;
-            i = next;
-            hi
+        let lo = class_char(chars)?;
+        let hi = if chars.next_if_eq(&'-').is_some() {
+            class_char(chars)?
         } else {
             lo
         };
-        if lo <= ch && ch <= hi {
-            matched = true;
+        if lo > hi {
+            return Err(format!("the class range {lo}-{hi} runs backwards"));
         }
+        expr.push_str(&format!(
+            "\\x{{{:X}}}-\\x{{{:X}}}",
+            u32::from(lo),
+            u32::from(hi)
+        ));
+        items += 1;
     }
-    Some((matched != negate && ch != '/', i))
+    expr.push(']');
+    Ok(())
 }
 
-fn class_char(pattern: &[char], i: usize) -> Option<(char, usize)> {
-    match pattern.get(i)? {
-        '\\' => pattern.get(i + 1).map(|&c| (c, i + 2)),
-        &c => Some((c, i + 1)),
+/// One character of a class item: `\` escapes the next; a bare `-` or `]` (where an item must
+/// start) and the end of the pattern are errors.
+fn class_char(chars: &mut Peekable<Chars<'_>>) -> Result<char, String> {
+    match chars.next() {
+        None => Err("a `[` class is not closed".into()),
+        Some('-' | ']') => Err("a class item cannot be a bare `-` or `]`".into()),
+        Some('\\') => chars
+            .next()
+            .ok_or_else(|| "a trailing `\\` escapes nothing".into()),
+        Some(c) => Ok(c),
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::glob_match;
+    use super::Glob;
 
-    #[test]
-    fn go_path_match_semantics() {
-        assert!(glob_match("search*", "search_web"));
-        assert!(glob_match("*", "anything"));
-        assert!(!glob_match("*", "a/b"));
-        assert!(glob_match("fs.?ead", "fs.read"));
-        assert!(glob_match("[a-c]x", "bx"));
-        assert!(!glob_match("[^a-c]x", "bx"));
-        assert!(glob_match("a\\*", "a*"));
-        assert!(!glob_match("send_email", "send_emails"));
+    fn glob_match(pattern: &str, name: &str) -> bool {
+        Glob::new(pattern).unwrap().is_match(name)
     }
 
     #[test]
-    fn stars_take_the_leftmost_fit_and_the_last_chunk_ends_the_name() {
-        assert!(glob_match("*a*b", "xaxab"));
-        assert!(glob_match("a*b*c", "abbbc"));
-        assert!(!glob_match("a*b*c", "abbbcd"));
-        assert!(glob_match("*.txt", "notes.old.txt"));
-        assert!(!glob_match("*.txt", "dir/notes.txt"));
-        assert!(glob_match("*/*", "dir/notes"));
+    fn stars_classes_and_escapes() {
+        assert!(glob_match("search*", "search_web"));
+        assert!(glob_match("*", "anything"));
+        assert!(glob_match("fs.?ead", "fs.read"));
+        assert!(!glob_match("fs.?ead", "fsxread_"));
+        assert!(glob_match("[a-c]x", "bx"));
+        assert!(!glob_match("[^a-c]x", "bx"));
+        assert!(glob_match("a\\*", "a*"));
+        assert!(!glob_match("a\\*", "ab"));
+        assert!(!glob_match("send_email", "send_emails"));
+        assert!(glob_match("x[a\\-z]", "x-"));
+        assert!(!glob_match("x[a\\-z]", "xb"));
         assert!(glob_match("[*]x*", "*xy"));
-        assert!(glob_match("a\\**", "a*bc"));
         assert!(glob_match("**", "abc"));
-        assert!(!glob_match("[a-", "a"));
+        assert!(glob_match("a.b", "a.b"));
+        assert!(!glob_match("a.b", "axb"));
+        assert!(glob_match("", ""));
+        assert!(!glob_match("", "a"));
+    }
+
+    #[test]
+    fn stars_and_question_marks_cross_slashes() {
+        assert!(glob_match("*", "a/b"));
+        assert!(glob_match("mcp/*delete", "mcp/nested/fs_delete"));
+        assert!(glob_match("*.txt", "dir/notes.txt"));
+        assert!(glob_match("a?b", "a/b"));
+        assert!(glob_match("a[^x]b", "a/b"));
+        assert!(glob_match("*", "line\nbreak"));
+        assert!(!glob_match("a*b*c", "abbbcd"));
+    }
+
+    #[test]
+    fn malformed_patterns_are_errors() {
+        for bad in [
+            "fs_[", "fs_\\", "[a-", "[a-]", "[-a]", "[]", "[]a]", "[^]", "[z-a]", "[a-b-c]", "[\\",
+        ] {
+            assert!(Glob::new(bad).is_err(), "{bad:?}");
+        }
+        for good in ["[\\]]", "[\\-]", "a]", "[a-a]", "[^a]", "é[à-ü]?"] {
+            assert!(Glob::new(good).is_ok(), "{good:?}");
+        }
     }
 
     #[test]

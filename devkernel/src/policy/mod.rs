@@ -167,7 +167,8 @@ impl Policy {
     /// # Errors
     ///
     /// [`PolicyError`] for invalid YAML, unknown keys, missing or duplicate rule ids, unknown
-    /// decisions, bad regexes or durations.
+    /// decisions, malformed target globs, argument predicates without a non-empty constraint,
+    /// invalid `judge` options, bad regexes or durations.
     pub fn parse(yaml: &str) -> Result<Self, PolicyError> {
         let bundle = Bundle::parse(yaml)?;
         Ok(Self {

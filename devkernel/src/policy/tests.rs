@@ -109,3 +109,74 @@ fn rejects_bad_bundles() {
         assert!(Policy::parse(bad).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn every_constraint_of_an_argument_predicate_is_checked() {
+    let policy = Policy::parse(
+        "rules:\n  - id: a\n    when: { arguments: { c: { contains: rm, regex: '^sudo ', equals: '', one_of: [] } } }\n    then: { decision: deny }\n",
+    )
+    .unwrap();
+    let rule = |command: &str| {
+        let args = json!({ "c": command });
+        policy.evaluate(&facts("tool_call", "sh", &args)).rule_id
+    };
+    assert_eq!(rule("sudo rm -rf /"), "a");
+    assert_eq!(rule("rm -rf /"), "default");
+    assert_eq!(rule("sudo ls"), "default");
+}
+
+#[test]
+fn empty_argument_predicates_are_refused() {
+    for bad in [
+        "rules: [{id: a, when: {arguments: {c: {}}}, then: {decision: allow}}]",
+        "rules: [{id: a, when: {arguments: {c: {equals: ''}}}, then: {decision: allow}}]",
+        "rules: [{id: a, when: {arguments: {c: {equals: ~, regex: '', one_of: []}}}, then: {decision: allow}}]",
+        "rules: [{id: a, when: {arguments: {c: {equals: [1, 2]}}}, then: {decision: allow}}]",
+    ] {
+        assert!(Policy::parse(bad).is_err(), "{bad}");
+    }
+    assert!(
+        Policy::parse(
+            "rules: [{id: a, when: {arguments: {c: {one_of: ['']}}}, then: {decision: allow}}]"
+        )
+        .is_ok()
+    );
+}
+
+#[test]
+fn target_and_targets_must_both_match() {
+    let policy = Policy::parse(
+        "rules:\n  - id: a\n    when: { target: 'fs_*', targets: ['*_read', '*_list'], agent_id: hello, agent_ids: [hello, other] }\n    then: { decision: allow }\n",
+    )
+    .unwrap();
+    let none = Value::Null;
+    let rule = |target: &str| policy.evaluate(&facts("tool_call", target, &none)).rule_id;
+    assert_eq!(rule("fs_read"), "a");
+    assert_eq!(rule("fs_write"), "default");
+    assert_eq!(rule("db_read"), "default");
+}
+
+#[test]
+fn a_judge_rule_denies_without_a_judge() {
+    let policy = Policy::parse(
+        "rules:\n  - id: j\n    then: { decision: judge, reason: mine, judge: { threshold: 0.9, fallback: allow, instructions: be careful } }\n",
+    )
+    .unwrap();
+    let none = Value::Null;
+    let v = policy.evaluate(&facts("tool_call", "bash", &none));
+    assert_eq!(
+        (v.action, v.rule_id.as_str(), v.reason.as_deref()),
+        (Action::Deny, "j", Some("judge not configured"))
+    );
+    for bad in [
+        "rules: [{id: a, then: {decision: deny, judge: {instructions: x}}}]",
+        "rules: [{id: a, then: {decision: judge, judge: {fallback: maybe}}}]",
+        "rules: [{id: a, then: {decision: judge, judge: {threshold: -0.1}}}]",
+        "rules: [{id: a, then: {decision: judge, judge: {model: big}}}]",
+    ] {
+        assert!(Policy::parse(bad).is_err(), "{bad}");
+    }
+    assert!(
+        Policy::parse("rules: [{id: a, then: {decision: allow, judge: {threshold: 0}}}]").is_ok()
+    );
+}

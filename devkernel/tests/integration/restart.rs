@@ -26,20 +26,26 @@ const STEPS: u32 = 12;
 /// How many steps must be recorded before the kill.
 const KILL_AFTER: usize = 4;
 
-/// The agent: `STEPS` local steps in a row, each noting that its body ran.
-fn counter(kernel: &str, runs: Arc<Mutex<Vec<u32>>>) -> Agent {
+/// The agent: `STEPS` local steps in a row, each noting that its body ran; the body of step
+/// `KILL_AFTER` waits for `hold`, so the kernel is killed while no request of the agent is in
+/// flight (a request the kill cuts is one the agent cannot know the fate of: it ends its run and
+/// the execution waits for the lease to expire, which is the protocol but not this test).
+fn counter(kernel: &str, runs: Arc<Mutex<Vec<u32>>>, hold: Arc<tokio::sync::Semaphore>) -> Agent {
     Agent::builder("counter")
         .base_url(kernel)
         .secret(SECRET)
         .handler(move |steps: u32| {
-            let runs = runs.clone();
+            let (runs, hold) = (runs.clone(), hold.clone());
             async move {
                 let mut total = 0;
                 for i in 0..steps {
-                    let runs = runs.clone();
+                    let (runs, hold) = (runs.clone(), hold.clone());
                     total += Step::new(format!("step-{i}"))
                         .run(|| async move {
                             runs.lock().unwrap().push(i);
+                            if i == KILL_AFTER as u32 {
+                                hold.acquire().await?.forget();
+                            }
                             tokio::time::sleep(Duration::from_millis(40)).await;
                             Ok::<_, HandlerError>(i)
                         })
@@ -167,7 +173,8 @@ async fn a_sigkilled_kernel_restarts_from_its_log_and_the_execution_completes_on
     let addr = free_port();
     let url = format!("http://{addr}");
     let runs = Arc::new(Mutex::new(Vec::new()));
-    let agent = counter(&url, runs.clone());
+    let hold = Arc::new(tokio::sync::Semaphore::new(0));
+    let agent = counter(&url, runs.clone(), hold.clone());
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let webhook = format!(
         "http://{}{}",
@@ -185,11 +192,17 @@ async fn a_sigkilled_kernel_restarts_from_its_log_and_the_execution_completes_on
     assert_eq!(status, 201, "{created}");
     let id = created["id"].as_str().unwrap().to_owned();
 
-    // Halfway: read what the kernel recorded, then kill it without warning.
-    let before = wait_until(&url, &id, |log| succeeded_steps(log).len() >= KILL_AFTER).await;
+    // Halfway, with the agent inside a step's body: read what the kernel recorded, then kill
+    // it without warning; the body goes on once the kernel is back.
+    while !runs.lock().unwrap().contains(&(KILL_AFTER as u32)) {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let before = events(&url, &id).await;
+    assert_eq!(succeeded_steps(&before).len(), KILL_AFTER);
     kill(&mut kernel);
     let mut kernel = rebuno_dev(addr, &dirs.data, &dirs.manifest);
     wait_ready(&url).await;
+    hold.add_permits(1);
 
     let (after, output) = completion(&url, &id).await;
     assert_eq!(output, json!((0..STEPS).sum::<u32>()));
