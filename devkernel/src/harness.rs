@@ -20,46 +20,13 @@ use crate::model::{
     AgentRecord, Approval, Event, EventKind, Execution, ExecutionStatus, ForkPoints, IssuedApiKey,
     ResourceView, StepRecord,
 };
-use crate::policy::{Policy, PolicyError};
+use crate::policy::Policy;
 use crate::store::lock;
 
-/// Errors of the harness API.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum DevKernelError {
-    /// The listener could not be bound.
-    #[error("cannot bind {addr}: {source}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// The cause.
-        source: std::io::Error,
-    },
-    /// A kernel operation failed (same error the HTTP API would map).
-    #[error(transparent)]
-    Kernel(#[from] KernelError),
-    /// A policy bundle does not compile.
-    #[error(transparent)]
-    Policy(#[from] PolicyError),
-    /// No such execution.
-    #[error("execution {0} not found")]
-    NotFound(Uuid),
-    /// The execution has no in-flight dispatch to reclaim.
-    #[error("execution {0} has no in-flight dispatch")]
-    NoLiveDispatch(Uuid),
-    /// A wait timed out.
-    #[error("timed out after {0:?} waiting for execution {1}")]
-    Timeout(Duration, Uuid),
-    /// [`DevKernel::advance`] on a kernel that runs on real time.
-    #[error("the kernel runs on real time; build it with `manual_clock()` to advance it")]
-    RealClock,
-    /// The agent given to [`DevKernel::serve`] could not be built.
-    #[error("agent: {0}")]
-    Agent(#[from] rebuno::Error),
-    /// An agent's HTTP client could not be made.
-    #[error("agent transport: {0}")]
-    Transport(#[from] rebuno::kernel::TransportError),
-}
+mod error;
+
+pub use error::DevKernelError;
+use error::{LAST_EVENTS, summary, unknown, unknown_agent};
 
 /// The secret [`DevKernel::serve`] gives the agents it serves and registers.
 const SERVE_SECRET: &str = "dev-secret";
@@ -108,7 +75,9 @@ impl AgentSpec {
         self
     }
 
-    /// A policy bundle in the kernel's YAML language.
+    /// A policy bundle in the kernel's YAML language. Its `default_action` is `deny` unless it
+    /// says `allow`: every tool and LLM call no rule matches is denied (unmatched `local` steps
+    /// are allowed), so a bundle that only gates one tool starts with `default_action: allow`.
     #[must_use]
     pub fn policy_yaml(mut self, yaml: impl Into<String>) -> Self {
         self.policy_yaml = Some(yaml.into());
@@ -400,9 +369,9 @@ impl DevKernel {
         agent_id: &str,
         secret: impl Into<String>,
     ) -> Result<(), DevKernelError> {
-        Ok(self
-            .kernel
-            .rotate_agent_secret(agent_id, rebuno::Secret::new(secret.into()))?)
+        self.kernel
+            .rotate_agent_secret(agent_id, rebuno::Secret::new(secret.into()))
+            .map_err(|e| self.unknown_agent(e, agent_id))
     }
 
     /// Ends a rotation: the secret [`rotate_secret`](Self::rotate_secret) replaced is no longer
@@ -412,16 +381,33 @@ impl DevKernel {
     ///
     /// The agent is unknown.
     pub fn retire_previous_secret(&self, agent_id: &str) -> Result<(), DevKernelError> {
-        Ok(self.kernel.retire_previous_secret(agent_id)?)
+        self.kernel
+            .retire_previous_secret(agent_id)
+            .map_err(|e| self.unknown_agent(e, agent_id))
     }
 
-    /// Replaces an agent's policy bundle, like `POST /v0/policies/{agent_id}`.
+    /// Replaces an agent's policy bundle, like `POST /v0/policies/{agent_id}`. As in the Go
+    /// kernel, `default_action` is `deny` unless the bundle says `allow`: once an agent has a
+    /// bundle, every tool and LLM call no rule matches is denied (`no explicit allow rule
+    /// matched`); unmatched `local` steps are allowed.
+    ///
+    /// ```no_run
+    /// # fn demo(kernel: rebuno_devkernel::DevKernel) -> Result<(), rebuno_devkernel::DevKernelError> {
+    /// kernel.set_policy("triage", r#"
+    /// default_action: allow   # else the agent's other tools and LLM calls are denied
+    /// rules:
+    ///   - { id: replies, when: { target: send_reply }, then: { decision: require_approval } }
+    /// "#)?;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
     /// The bundle does not compile, or the agent is unknown.
     pub fn set_policy(&self, agent_id: &str, yaml: &str) -> Result<(), DevKernelError> {
-        Ok(self.kernel.set_policy(agent_id, yaml)?)
+        self.kernel
+            .set_policy(agent_id, yaml)
+            .map_err(|e| self.unknown_agent(e, agent_id))
     }
 
     /// Creates an execution, like `POST /v0/executions`; delivery starts at once.
@@ -579,6 +565,7 @@ impl DevKernel {
     /// (`completed`, `failed` or `cancelled`); see [`serve`](Self::serve) for an example.
     /// For a session, a parent or another timeout, use
     /// [`create_execution`](Self::create_execution) and [`wait_terminal`](Self::wait_terminal).
+    /// [`run_completed`](Self::run_completed) also checks that it completed.
     ///
     /// ```no_run
     /// # async fn demo(kernel: rebuno_devkernel::DevKernel) -> Result<(), rebuno_devkernel::DevKernelError> {
@@ -589,8 +576,9 @@ impl DevKernel {
     ///
     /// # Errors
     ///
-    /// The errors of [`create_execution`](Self::create_execution) (an unknown agent, ...);
-    /// [`DevKernelError::Timeout`] when the execution is still going after 30 s.
+    /// The errors of [`create_execution`](Self::create_execution) (an unknown agent is named,
+    /// with the registered ones); [`DevKernelError::Timeout`] when the execution is still going
+    /// after 30 s.
     pub async fn run(
         &self,
         agent_id: &str,
@@ -598,50 +586,118 @@ impl DevKernel {
     ) -> Result<Execution, DevKernelError> {
         let created = self
             .create_execution(NewExecution::new(agent_id, input))
-            .await?;
+            .await
+            .map_err(|error| match error {
+                DevKernelError::Kernel(error) => self.unknown_agent(error, agent_id),
+                other => other,
+            })?;
         self.wait_terminal(created.id, RUN_TIMEOUT).await
+    }
+
+    /// [`run`](Self::run), for a test that expects the execution to complete: an execution
+    /// that failed or was cancelled is an error saying how it ended, why (its
+    /// `failure_reason`) and its last events, so the test's `?` prints the cause.
+    ///
+    /// ```no_run
+    /// # async fn demo(kernel: rebuno_devkernel::DevKernel) -> Result<(), Box<dyn std::error::Error>> {
+    /// let done = kernel.run_completed("hello", serde_json::json!("Ada")).await?;
+    /// assert_eq!(done.output_as::<String>()?, "hello, Ada");
+    /// // On failure, `?` returns: execution … of agent "hello" ended without completing:
+    /// // it failed: agent_error: …; last events: step.failed `greet` (…), execution.failed (…)
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Those of [`run`](Self::run), and [`DevKernelError::Ended`] when the execution ended
+    /// otherwise than `completed`.
+    pub async fn run_completed(
+        &self,
+        agent_id: &str,
+        input: serde_json::Value,
+    ) -> Result<Execution, DevKernelError> {
+        let done = self.run(agent_id, input).await?;
+        if done.status == ExecutionStatus::Completed {
+            return Ok(done);
+        }
+        Err(DevKernelError::Ended {
+            waited_for: "completing".to_owned(),
+            last_events: self.last_events(done.id),
+            execution: Box::new(done),
+        })
     }
 
     /// Waits until the execution is `completed`, `failed` or `cancelled`.
     ///
     /// # Errors
     ///
-    /// [`DevKernelError::NotFound`] or [`DevKernelError::Timeout`].
+    /// [`DevKernelError::NotFound`]; [`DevKernelError::Timeout`], which says where the
+    /// execution stands and its last events.
     pub async fn wait_terminal(
         &self,
         id: Uuid,
         timeout: Duration,
     ) -> Result<Execution, DevKernelError> {
-        self.wait_until(id, timeout, ExecutionStatus::is_terminal)
+        self.wait_status(id, timeout, "its end", ExecutionStatus::is_terminal)
             .await
     }
 
-    /// Waits until the execution's status satisfies `done`.
+    /// Waits until the execution's status satisfies `done`. An execution that ends (or has
+    /// ended) in a status `done` refuses never changes again, so the wait returns at once.
+    ///
+    /// ```no_run
+    /// # async fn demo(kernel: rebuno_devkernel::DevKernel, id: uuid::Uuid) -> Result<(), rebuno_devkernel::DevKernelError> {
+    /// use rebuno_devkernel::ExecutionStatus;
+    /// let blocked = kernel
+    ///     .wait_until(id, std::time::Duration::from_secs(10), |s| s == ExecutionStatus::Blocked)
+    ///     .await?; // on a failed execution: "ended without …: it failed: <its failure reason>"
+    /// # let _ = blocked;
+    /// # Ok(()) }
+    /// ```
     ///
     /// # Errors
     ///
-    /// [`DevKernelError::NotFound`] or [`DevKernelError::Timeout`].
+    /// [`DevKernelError::NotFound`]; [`DevKernelError::Ended`] when it ended in a status
+    /// `done` refuses; [`DevKernelError::Timeout`]. Both say how the execution stands (status,
+    /// failure reason or output) and list its last events.
     pub async fn wait_until(
         &self,
         id: Uuid,
         timeout: Duration,
         done: impl Fn(ExecutionStatus) -> bool,
     ) -> Result<Execution, DevKernelError> {
+        self.wait_status(id, timeout, "a status the wait accepts", done)
+            .await
+    }
+
+    async fn wait_status(
+        &self,
+        id: Uuid,
+        timeout: Duration,
+        waited_for: &str,
+        done: impl Fn(ExecutionStatus) -> bool,
+    ) -> Result<Execution, DevKernelError> {
         let cell = self.cell(id)?;
         let mut status = cell.subscribe();
         // The watch's guard is dropped before the execution is read: holding it while taking
         // the execution's lock deadlocks with `publish`, which sends under that lock.
-        let watched = async { status.wait_for(|s| done(*s)).await.map(|_| ()) };
-        let waited = tokio::time::timeout(timeout, watched).await;
-        match waited {
-            Ok(Ok(_)) => self.execution(id).ok_or(DevKernelError::NotFound(id)),
+        let watched = async {
+            let settled = status.wait_for(|s| done(*s) || s.is_terminal()).await;
+            settled.map(|s| *s)
+        };
+        match tokio::time::timeout(timeout, watched).await {
+            Ok(Ok(reached)) if done(reached) => {
+                self.execution(id).ok_or(DevKernelError::NotFound(id))
+            }
+            Ok(Ok(_)) => Err(self.gave_up(id, waited_for, None)),
             Ok(Err(_)) => Err(DevKernelError::NotFound(id)),
-            Err(_) => Err(DevKernelError::Timeout(timeout, id)),
+            Err(_) => Err(self.gave_up(id, waited_for, Some(timeout))),
         }
     }
 
     /// Waits, without polling, until the execution's log holds an event of `kind`, and
-    /// returns the first one.
+    /// returns the first one. An execution that has ended without one never will: the wait
+    /// returns at once.
     ///
     /// ```no_run
     /// # async fn demo(kernel: rebuno_devkernel::DevKernel, id: uuid::Uuid) -> Result<(), rebuno_devkernel::DevKernelError> {
@@ -653,7 +709,9 @@ impl DevKernel {
     ///
     /// # Errors
     ///
-    /// [`DevKernelError::NotFound`] or [`DevKernelError::Timeout`].
+    /// [`DevKernelError::NotFound`]; [`DevKernelError::Ended`] when the execution ended
+    /// without such an event; [`DevKernelError::Timeout`]. Both say how the execution stands
+    /// and list its last events.
     pub async fn wait_for_event(
         &self,
         id: Uuid,
@@ -667,20 +725,63 @@ impl DevKernel {
                 .into_iter()
                 .find(|e| e.kind == kind.as_str())
         };
+        // The terminal event is the last one an execution logs, in the same critical section
+        // as its status: ended without the event, it never comes.
+        let ended = || self.execution(id).is_none_or(|e| e.status.is_terminal());
         let waited = tokio::time::timeout(timeout, async {
             loop {
                 seq.borrow_and_update();
                 if let Some(event) = find() {
-                    return Some(event);
+                    return Some(Ok(event));
+                }
+                if ended() {
+                    return Some(Err(()));
                 }
                 seq.changed().await.ok()?;
             }
         });
+        let waited_for = format!("event `{}`", kind.as_str());
         match waited.await {
-            Ok(Some(event)) => Ok(event),
+            Ok(Some(Ok(event))) => Ok(event),
+            Ok(Some(Err(()))) => Err(self.gave_up(id, &waited_for, None)),
             Ok(None) => Err(DevKernelError::NotFound(id)),
-            Err(_) => Err(DevKernelError::Timeout(timeout, id)),
+            Err(_) => Err(self.gave_up(id, &waited_for, Some(timeout))),
         }
+    }
+
+    /// The error of a wait that gave up: [`DevKernelError::Ended`] when the execution has
+    /// ended, else [`DevKernelError::Timeout`] after `after`.
+    fn gave_up(&self, id: Uuid, waited_for: &str, after: Option<Duration>) -> DevKernelError {
+        let Some(execution) = self.execution(id) else {
+            return DevKernelError::NotFound(id);
+        };
+        let (waited_for, last_events) = (waited_for.to_owned(), self.last_events(id));
+        let execution = Box::new(execution);
+        match after {
+            Some(after) if !execution.status.is_terminal() => DevKernelError::Timeout {
+                after,
+                waited_for,
+                execution,
+                last_events,
+            },
+            _ => DevKernelError::Ended {
+                waited_for,
+                execution,
+                last_events,
+            },
+        }
+    }
+
+    /// The execution's last events, one short line each, for an error.
+    fn last_events(&self, id: Uuid) -> Vec<String> {
+        let events = self.events(id);
+        let from = events.len().saturating_sub(LAST_EVENTS);
+        events[from..].iter().map(summary).collect()
+    }
+
+    /// A kernel `not_found` about an agent, with its id and the registered agents.
+    fn unknown_agent(&self, error: KernelError, agent_id: &str) -> DevKernelError {
+        unknown_agent(error, agent_id, &self.kernel.agents())
     }
 
     /// Moves a [`manual_clock`](DevKernelBuilder::manual_clock) forward by `by`, then sweeps
@@ -719,7 +820,9 @@ impl DevKernel {
     ///
     /// Unknown execution, or already terminal (`409 conflict`).
     pub fn cancel(&self, id: Uuid) -> Result<(), DevKernelError> {
-        Ok(self.kernel.cancel(id, &Principal::Admin)?)
+        self.kernel
+            .cancel(id, &Principal::Admin)
+            .map_err(|e| unknown(e, "execution", id))
     }
 
     /// Pending approvals, oldest first.
@@ -766,9 +869,9 @@ impl DevKernel {
             decided_by: Some(decided_by.to_owned()),
             rationale: Some(rationale.to_owned()),
         };
-        Ok(self
-            .kernel
-            .decide_approval(approval_id, resolution, request)?)
+        self.kernel
+            .decide_approval(approval_id, resolution, request)
+            .map_err(|e| unknown(e, "approval", approval_id))
     }
 
     fn decide(
@@ -781,7 +884,9 @@ impl DevKernel {
             decided_by: by,
             rationale: None,
         };
-        Ok(self.kernel.decide_approval(id, resolution, request)?)
+        self.kernel
+            .decide_approval(id, resolution, request)
+            .map_err(|e| unknown(e, "approval", id))
     }
 
     /// The registered resources of an execution (empty if unknown).
@@ -797,7 +902,9 @@ impl DevKernel {
     ///
     /// Unknown execution.
     pub fn fork_points(&self, id: Uuid) -> Result<ForkPoints, DevKernelError> {
-        Ok(self.kernel.fork_points(id, &Principal::Admin)?)
+        self.kernel
+            .fork_points(id, &Principal::Admin)
+            .map_err(|e| unknown(e, "execution", id))
     }
 
     /// Forks an execution at `at_seq`, like `POST /v0/executions/{id}/fork` without a
@@ -811,7 +918,9 @@ impl DevKernel {
             at_seq: i64::try_from(at_seq).unwrap_or(i64::MAX),
             ..ForkRequest::default()
         };
-        Ok(self.kernel.fork(id, &Principal::Admin, request)?)
+        self.kernel
+            .fork(id, &Principal::Admin, request)
+            .map_err(|e| unknown(e, "execution", id))
     }
 
     /// Creates a scoped API key, like `POST /v0/api-keys`; the token is in the answer.

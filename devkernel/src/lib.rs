@@ -34,9 +34,14 @@
 //! `rebuno-dev exec create|list|get|events|timeline|export|cancel`, `rebuno-dev approvals list|grant|deny`.
 //!
 //! For testing agents: [`testing`] is the guide, with an example of each tool: end-to-end
-//! runs, [`crash::crash_every_step`], [`replay::check`] before a deploy, virtual time on a
-//! [manual clock](DevKernelBuilder::manual_clock), [`DevKernel::wait_for_event`] and
-//! [`Policy::test_cases`].
+//! runs ([`DevKernel::run_completed`]), [`crash::crash_every_step`], [`replay::check`] before a
+//! deploy, virtual time on a [manual clock](DevKernelBuilder::manual_clock),
+//! [`DevKernel::wait_for_event`] and [`Policy::test_cases`]. A failed test says why: a wait on
+//! an execution that ended returns at once with its status, failure reason and last events.
+//!
+//! Policies work as in the Go kernel: an agent without a bundle is unrestricted, and a
+//! bundle's `default_action` is `deny` unless it says `allow`, so once an agent has a bundle,
+//! every tool and LLM call no rule matches is denied (unmatched `local` steps are allowed).
 //!
 //! Which routes it serves, what it leaves out (execution deadlines, the `judge` policy decision,
 //! retention) and how it decides where PROTOCOL.md leaves a choice open are written up in
@@ -63,7 +68,7 @@ mod store;
 pub mod testing {}
 mod usage;
 
-pub use error::KernelError;
+pub use error::{KernelError, OutputError};
 pub use harness::{AgentSpec, DevKernel, DevKernelBuilder, DevKernelError, ServedAgent};
 pub use kernel::{CaseResult, NewExecution, PolicyReport};
 pub use manifest::{Manifest, ManifestError};

@@ -229,7 +229,8 @@ async fn create(
     })
 }
 
-/// The kernel's message of an unknown agent (`KernelError::not_found("agent")`).
+/// How the kernel's message of an unknown agent starts (`not found: agent "<id>"`, or
+/// `not found: agent` from kernels that do not name it).
 const AGENT_NOT_FOUND: &str = "not found: agent";
 
 /// Turns a `404 not_found` of `create` about `agent` into [`CliError::UnknownAgent`], with
@@ -250,7 +251,7 @@ async fn explain_create_error(remote: &Remote, agent: &str, error: CliError) -> 
     let registered = registered_agents(remote).await;
     let unknown = match &registered {
         Some(ids) => !ids.iter().any(|id| id == agent),
-        None => message == AGENT_NOT_FOUND,
+        None => message.starts_with(AGENT_NOT_FOUND),
     };
     if !unknown {
         return error;

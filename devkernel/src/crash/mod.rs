@@ -243,13 +243,8 @@ impl Crash {
         let count = |step: &StepRecord| runs.get(&step.step_id).copied().unwrap_or(0);
         scenario.steps = steps.iter().map(|s| StepRuns::new(s, count(s))).collect();
         scenario.indeterminate = steps.iter().any(left_indeterminate);
-        for step in steps
-            .iter()
-            .filter(|s| s.idempotency == "at_most_once" && count(s) > 1)
-        {
-            scenario
-                .problems
-                .push(Problem::RanTwice(StepRuns::new(step, count(step))));
+        for step in scenario.steps.iter().filter(|s| s.ran_too_often()) {
+            scenario.problems.push(Problem::RanTwice(step.clone()));
         }
         let succeeded = |s: &&StepRecord| s.status == StepStatus::Succeeded;
         for step in steps.iter().filter(succeeded).filter(|s| count(s) == 0) {

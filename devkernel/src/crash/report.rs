@@ -2,8 +2,10 @@
 
 use std::fmt;
 
-use crate::model::{ExecutionStatus, StepRecord};
+use rebuno::Idempotency;
 use serde_json::Value;
+
+use crate::model::{ExecutionStatus, StepRecord, StepStatus};
 
 /// Where, around one step, the agent's process dies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -57,31 +59,48 @@ pub struct StepRuns {
     pub kind: String,
     /// Tool id, model id or step name.
     pub target: String,
-    /// `safe_to_retry` or `at_most_once`.
-    pub idempotency: String,
+    /// Whether its body may run again after a crash in it (`SafeToRetry`) or must run at
+    /// most once (`AtMostOnce`).
+    pub idempotency: Idempotency,
     /// Its recorded status.
-    pub status: String,
+    pub status: StepStatus,
     /// How often its body started (a `proceed` that reached an agent).
     pub body_runs: usize,
 }
 
 impl StepRuns {
     pub(super) fn new(step: &StepRecord, body_runs: usize) -> Self {
-        let status = serde_json::to_value(step.status)
-            .ok()
-            .and_then(|s| s.as_str().map(str::to_owned))
-            .unwrap_or_default();
         Self {
             kind: step.kind.clone(),
             target: step.target.clone(),
-            idempotency: step.idempotency.clone(),
-            status,
+            idempotency: idempotency(&step.idempotency),
+            status: step.status,
             body_runs,
         }
     }
 
+    /// Whether its body ran more often than its idempotency allows: an `at_most_once` body
+    /// that started twice. A `safe_to_retry` body may rightly run again after a crash in it.
+    pub fn ran_too_often(&self) -> bool {
+        self.idempotency == Idempotency::AtMostOnce && self.body_runs > 1
+    }
+
     fn describe(&self) -> String {
-        format!("{} `{}` ({})", self.kind, self.target, self.idempotency)
+        format!(
+            "{} `{}` ({})",
+            self.kind,
+            self.target,
+            self.idempotency.as_str()
+        )
+    }
+}
+
+/// A recorded idempotency: `at_most_once`, else the default, `safe_to_retry`.
+pub(super) fn idempotency(recorded: &str) -> Idempotency {
+    if recorded == Idempotency::AtMostOnce.as_str() {
+        Idempotency::AtMostOnce
+    } else {
+        Idempotency::SafeToRetry
     }
 }
 
@@ -184,6 +203,28 @@ impl CrashReport {
         self.problems().next().is_none()
     }
 
+    /// Every `at_most_once` step whose body ran more than once, with the crash that did it
+    /// (each is also a [`Problem::RanTwice`], so [`is_ok`](Self::is_ok) is false). This is the
+    /// assertion for an agent with steps of both idempotencies: a `safe_to_retry` body cut
+    /// off by a crash runs again, as it should, so `body_runs <= 1` holds only for
+    /// `at_most_once` steps.
+    ///
+    /// ```no_run
+    /// # async fn demo(kernel: rebuno_devkernel::DevKernel, factory: fn() -> rebuno::AgentBuilder) -> Result<(), rebuno_devkernel::DevKernelError> {
+    /// let report = rebuno_devkernel::crash::crash_every_step(&kernel, factory, serde_json::json!({})).await?;
+    /// assert_eq!(report.at_most_once_ran_twice().count(), 0, "{report}");
+    /// # Ok(()) }
+    /// ```
+    pub fn at_most_once_ran_twice(&self) -> impl Iterator<Item = (&Scenario, &StepRuns)> {
+        self.scenarios.iter().flat_map(|scenario| {
+            scenario
+                .steps
+                .iter()
+                .filter(|step| step.ran_too_often())
+                .map(move |step| (scenario, step))
+        })
+    }
+
     /// Every problem, with the scenario that found it.
     pub fn problems(&self) -> impl Iterator<Item = (&Scenario, &Problem)> {
         self.scenarios
@@ -229,5 +270,56 @@ impl fmt::Display for CrashReport {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn runs(target: &str, idempotency: Idempotency, body_runs: usize) -> StepRuns {
+        StepRuns {
+            kind: "tool_call".to_owned(),
+            target: target.to_owned(),
+            idempotency,
+            status: StepStatus::Succeeded,
+            body_runs,
+        }
+    }
+
+    /// A `safe_to_retry` body run twice is a crash survived; an `at_most_once` one is not.
+    #[test]
+    fn only_at_most_once_steps_run_too_often() {
+        let scenario = Scenario {
+            step: 1,
+            point: CrashPoint::InBody,
+            indeterminate: false,
+            deliveries: 2,
+            steps: vec![
+                runs("lookup", Idempotency::SafeToRetry, 2),
+                runs("reply", Idempotency::AtMostOnce, 1),
+                runs("charge", Idempotency::AtMostOnce, 2),
+            ],
+            problems: Vec::new(),
+        };
+        let report = CrashReport {
+            status: ExecutionStatus::Completed,
+            outcome: Value::Null,
+            stable_outcome: true,
+            steps: Vec::new(),
+            scenarios: vec![scenario],
+        };
+        let twice: Vec<&str> = report
+            .at_most_once_ran_twice()
+            .map(|(_, step)| step.target.as_str())
+            .collect();
+        assert_eq!(twice, ["charge"]);
+    }
+
+    #[test]
+    fn a_recorded_idempotency_reads_as_the_enum() {
+        assert_eq!(idempotency("at_most_once"), Idempotency::AtMostOnce);
+        assert_eq!(idempotency("safe_to_retry"), Idempotency::SafeToRetry);
+        assert_eq!(idempotency(""), Idempotency::SafeToRetry);
     }
 }

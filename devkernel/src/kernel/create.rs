@@ -137,7 +137,10 @@ impl Kernel {
     /// [`Self::insert_once`] checks once the idempotency key named no execution).
     fn plan(&self, request: NewExecution) -> Result<Plan, KernelError> {
         if self.store().agent(&request.agent_id).is_none() {
-            return Err(KernelError::not_found("agent"));
+            return Err(KernelError::not_found(format!(
+                "agent {:?}",
+                request.agent_id
+            )));
         }
         let session = non_empty(request.session.clone());
         let mut key = non_empty(request.idempotency_key.clone());

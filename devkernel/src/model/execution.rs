@@ -7,6 +7,7 @@ use uuid::Uuid;
 use std::collections::BTreeMap;
 
 use super::{Restoration, Timestamp};
+use crate::error::{OutputError, truncate};
 
 /// Lifecycle status of an execution (PROTOCOL.md §1.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -120,10 +121,10 @@ pub struct Execution {
 }
 
 impl Execution {
-    /// The output decoded as `T`, for a typed assertion.
+    /// The output of a completed execution decoded as `T`, for a typed assertion.
     ///
     /// ```no_run
-    /// # fn demo(done: rebuno_devkernel::Execution) -> Result<(), serde_json::Error> {
+    /// # fn demo(done: rebuno_devkernel::Execution) -> Result<(), rebuno_devkernel::OutputError> {
     /// #[derive(serde::Deserialize)]
     /// struct Sum { total: u32 }
     /// assert_eq!(done.output_as::<Sum>()?.total, 3);
@@ -132,9 +133,28 @@ impl Execution {
     ///
     /// # Errors
     ///
-    /// The output does not decode as `T` (no output decodes as `null`).
-    pub fn output_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
-        serde_json::from_value(self.output.clone().unwrap_or(Value::Null))
+    /// [`OutputError::NotCompleted`] with its status and failure reason when the execution
+    /// did not complete (a failed one says why it failed); [`OutputError::Decode`] when the
+    /// output is not a `T` (a completed execution without output decodes as `null`).
+    pub fn output_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, OutputError> {
+        if self.status != ExecutionStatus::Completed {
+            return Err(OutputError::NotCompleted {
+                id: self.id,
+                agent_id: self.agent_id.clone(),
+                status: self.status,
+                failure_reason: self.failure_reason.clone(),
+            });
+        }
+        let output = self.output.clone().unwrap_or(Value::Null);
+        serde_json::from_value(output).map_err(|source| OutputError::Decode {
+            id: self.id,
+            type_name: std::any::type_name::<T>(),
+            output: truncate(
+                &self.output.as_ref().unwrap_or(&Value::Null).to_string(),
+                200,
+            ),
+            source,
+        })
     }
 
     /// A new, pending execution of `agent_id` created at `created` (no session, parent,

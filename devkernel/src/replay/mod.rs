@@ -13,7 +13,12 @@
 //!   a check has no side effects beyond the handler's own code outside steps;
 //! * the [`ReplayReport`] names the first divergent step beside the recorded one expected
 //!   there, every step that would run live (flagging `at_most_once` ones), the recorded steps
-//!   never reached, and whether the outcome matches.
+//!   never reached, and whether the outcome matches;
+//! * [`ReplayReport::dangerous_steps`] counts the `at_most_once` steps that may take effect
+//!   twice: the live ones, and the recorded ones after a divergence. The check stops at the
+//!   first live step, so it cannot see whether the new code asks for those again with the
+//!   same args: a changed lookup whose result feeds a reply makes a re-delivery send the
+//!   reply again, to whoever the new lookup finds.
 //!
 //! ```no_run
 //! use rebuno::{Agent, HandlerError, step};
@@ -66,7 +71,7 @@ use serde_json::json;
 
 pub use history::History;
 use kernel::ReplayKernel;
-pub use report::{AskedStep, Ending, ReplayReport, Verdict};
+pub use report::{AskedStep, Danger, Ending, ReplayReport, Verdict};
 
 /// Why a check could not run.
 #[derive(Debug, thiserror::Error)]

@@ -62,7 +62,79 @@ pub struct AskedStep {
 impl AskedStep {
     /// Whether it would run live and must not run twice.
     pub fn is_dangerous(&self) -> bool {
-        self.verdict.runs_live() && self.idempotency == "at_most_once"
+        self.verdict.runs_live() && self.idempotency == AT_MOST_ONCE
+    }
+}
+
+const AT_MOST_ONCE: &str = "at_most_once";
+
+/// Whether a recorded step's body may have run: it was let through (or settled after
+/// running). A denied, cancelled or still proposed step never took effect.
+fn may_have_taken_effect(step: &StepRecord) -> bool {
+    matches!(
+        step.status.as_str(),
+        "succeeded" | "failed" | "executing" | "allowed"
+    )
+}
+
+/// An `at_most_once` step that may take effect a second time if the checked code took over
+/// the execution; see [`ReplayReport::dangerous_steps`]. `Display` says why.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum Danger<'a> {
+    /// A step this code asks for that would run live: new to the history, or unsettled in an
+    /// execution still under way.
+    Live(&'a AskedStep),
+    /// A recorded step that may have taken effect, after the divergence: the check stops at
+    /// the first live step and never reached it, so it cannot tell whether this code asks
+    /// for it again with the same args. When the changed step feeds it, a re-delivery runs it
+    /// again with other args.
+    AfterDivergence {
+        /// The recorded step.
+        step: &'a StepRecord,
+        /// The step where the code parted from the history.
+        divergence: &'a AskedStep,
+    },
+}
+
+impl Danger<'_> {
+    /// `tool_call`, `llm_call` or `local`.
+    pub fn kind(&self) -> &str {
+        match self {
+            Self::Live(step) => &step.kind,
+            Self::AfterDivergence { step, .. } => &step.kind,
+        }
+    }
+
+    /// Tool id, model id or step name.
+    pub fn target(&self) -> &str {
+        match self {
+            Self::Live(step) => &step.target,
+            Self::AfterDivergence { step, .. } => &step.target,
+        }
+    }
+}
+
+impl fmt::Display for Danger<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Live(step) => write!(
+                f,
+                "{} would run live at step {}: it would take effect again",
+                describe_asked(step),
+                step.position
+            ),
+            Self::AfterDivergence { step, divergence } => write!(
+                f,
+                "{} [{}] was recorded after the divergence at step {}, which the check stops \
+                 at, so it cannot tell whether this code asks for it again: if the changed \
+                 `{}` feeds it, a re-delivery would run it again with other args",
+                describe_recorded(step),
+                step.status,
+                divergence.position,
+                divergence.target
+            ),
+        }
     }
 }
 
@@ -132,10 +204,44 @@ impl ReplayReport {
         self.asked.iter().filter(|s| self.would_run(s))
     }
 
-    /// The live steps that are `at_most_once`: the ones a divergence makes dangerous.
-    pub fn dangerous_steps(&self) -> impl Iterator<Item = &AskedStep> {
-        self.live_steps()
-            .filter(|s| s.idempotency == "at_most_once")
+    /// The `at_most_once` steps this code may run a second time if it took over the
+    /// execution: the live ones ([`Danger::Live`]), and after a divergence, the recorded ones
+    /// the check never reached ([`Danger::AfterDivergence`]). The check stops at the first
+    /// live step, so it cannot see whether the code would ask for those again with the same
+    /// args: a changed lookup that feeds a reply makes a re-delivery send the reply again.
+    ///
+    /// ```no_run
+    /// # fn demo(report: rebuno_devkernel::replay::ReplayReport) {
+    /// for danger in report.dangerous_steps() {
+    ///     println!("{} `{}`: {danger}", danger.kind(), danger.target());
+    /// }
+    /// assert_eq!(report.dangerous_steps().count(), 0, "{report}");
+    /// # }
+    /// ```
+    pub fn dangerous_steps(&self) -> impl Iterator<Item = Danger<'_>> {
+        let live = self
+            .live_steps()
+            .filter(|s| s.is_dangerous())
+            .map(Danger::Live);
+        live.chain(self.after_divergence())
+    }
+
+    /// The recorded `at_most_once` steps that may have taken effect and that the code never
+    /// reached because the check stopped at a divergence, except the one a live
+    /// `at_most_once` step at the divergence stands in for (the same kind and target).
+    fn after_divergence(&self) -> impl Iterator<Item = Danger<'_>> {
+        let divergence = self.divergence();
+        let paired = divergence.and_then(|(step, expected)| {
+            expected
+                .filter(|e| step.is_dangerous() && e.kind == step.kind && e.target == step.target)
+        });
+        divergence.into_iter().flat_map(move |(divergence, _)| {
+            self.unreached
+                .iter()
+                .filter(|s| s.idempotency == AT_MOST_ONCE && may_have_taken_effect(s))
+                .filter(move |s| paired.is_none_or(|p| !std::ptr::eq(p, *s)))
+                .map(move |step| Danger::AfterDivergence { step, divergence })
+        })
     }
 
     fn would_run(&self, step: &AskedStep) -> bool {
@@ -274,6 +380,9 @@ impl fmt::Display for ReplayReport {
                 describe_recorded(step),
                 step.status
             )?;
+        }
+        for danger in self.after_divergence() {
+            writeln!(f, "  possibly dangerous: {danger}")?;
         }
         if !self.outcome_matches() {
             let recorded = self

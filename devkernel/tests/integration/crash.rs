@@ -4,8 +4,8 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use rebuno::{Agent, AgentBuilder, HandlerError, Idempotency, define_tool, step};
-use rebuno_devkernel::DevKernel;
 use rebuno_devkernel::crash::{CrashPoint, Problem, crash_every_step};
+use rebuno_devkernel::{DevKernel, StepStatus};
 use serde_json::{Value, json};
 
 /// search (safe to retry), a local step, then an email (at most once).
@@ -51,13 +51,27 @@ async fn a_durable_handler_survives_a_crash_at_every_step_boundary() {
     for scenario in &report.scenarios {
         assert_eq!(scenario.deliveries, 2, "{report}");
         for step in &scenario.steps {
-            match step.idempotency.as_str() {
-                "at_most_once" => assert!(step.body_runs <= 1, "{report}"),
-                _ if step.status == "succeeded" => assert!(step.body_runs >= 1, "{report}"),
+            match step.idempotency {
+                Idempotency::AtMostOnce => assert!(step.body_runs <= 1, "{report}"),
+                _ if step.status == StepStatus::Succeeded => {
+                    assert!(step.body_runs >= 1, "{report}");
+                }
                 _ => {}
             }
         }
     }
+    // The guide's assertion, right for an agent with steps of both idempotencies: only
+    // `at_most_once` bodies must never run twice; a `safe_to_retry` search cut off in its body
+    // runs again, as it should.
+    assert_eq!(report.at_most_once_ran_twice().count(), 0, "{report}");
+    let every_step_once = report
+        .scenarios
+        .iter()
+        .all(|s| s.steps.iter().all(|step| step.body_runs <= 1));
+    assert!(
+        !every_step_once,
+        "a safe_to_retry step reruns after a crash in its body"
+    );
     // The email cut off between its record and its result is the kernel's to refuse, not to
     // guess: both such crashes end as `indeterminate`, with the email sent at most once.
     let indeterminate: Vec<(usize, CrashPoint)> = report

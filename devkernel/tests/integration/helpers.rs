@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rebuno::{Agent, HandlerError, define_tool, step};
-use rebuno_devkernel::{DevKernel, EventKind, NewExecution, Policy};
+use rebuno_devkernel::{DevKernel, DevKernelError, EventKind, NewExecution, Policy};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, watch};
 
@@ -57,15 +57,26 @@ async fn a_test_waits_for_an_approval_request_grants_it_and_waits_for_the_end() 
         "every kind is known"
     );
 
-    // An event that never comes is a timeout, not a hang.
+    // An event an ended execution never logged never comes: an error at once, not a hang,
+    // saying how the execution ended.
     let missing = kernel
         .wait_for_event(
             created.id,
             EventKind::ExecutionFailed,
-            Duration::from_millis(50),
+            Duration::from_secs(10),
         )
-        .await;
-    assert!(missing.is_err());
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(missing, DevKernelError::Ended { .. }),
+        "{missing:?}"
+    );
+    assert!(
+        missing
+            .to_string()
+            .contains(r#"completed with output "deployed prod""#),
+        "{missing}"
+    );
     served.shutdown().await;
     kernel.shutdown().await;
 }

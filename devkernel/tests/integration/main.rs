@@ -17,6 +17,7 @@ mod crash;
 mod flow;
 mod forks;
 mod golden;
+mod harness_messages;
 mod helpers;
 mod limits;
 mod policy_approvals;

@@ -344,3 +344,74 @@ async fn an_execution_failed_by_the_kernel_replays_clean() {
     run.served.shutdown().await;
     kernel.shutdown().await;
 }
+
+/// A triage agent: look the customer up (safe to retry), then reply to them (at most once),
+/// the reply built from the lookup. `strict` changes the lookup's arguments.
+fn triage(strict: bool) -> AgentBuilder {
+    let lookup = define_tool("lookup_customer").execute(|query: Value| async move {
+        let email = query["email"].as_str().unwrap_or_default().to_owned();
+        Ok::<_, HandlerError>(json!({ "id": format!("cus-{}", email.len()), "email": email }))
+    });
+    let reply = define_tool("send_reply")
+        .idempotency(rebuno::Idempotency::AtMostOnce)
+        .execute(|reply: Value| async move { Ok::<_, HandlerError>(reply["customer"].clone()) });
+    Agent::builder("triage").handler(move |email: String| {
+        let (lookup, reply) = (lookup.clone(), reply.clone());
+        async move {
+            let query = if strict {
+                json!({ "email": email.to_lowercase(), "exact": true })
+            } else {
+                json!({ "email": email })
+            };
+            let customer = lookup.call(query).await?;
+            let sent = reply
+                .call(json!({ "customer": customer["id"], "text": "on it" }))
+                .await?;
+            Ok::<_, HandlerError>(sent)
+        }
+    })
+}
+
+/// Changing a `safe_to_retry` lookup's arguments stops the check at the lookup, but the
+/// recorded `at_most_once` reply after it is counted: a re-delivery would run the lookup
+/// live and may send the reply again, with whatever the new lookup returns.
+#[tokio::test]
+async fn an_at_most_once_step_after_the_divergence_is_possibly_dangerous() {
+    let kernel = DevKernel::start().await.unwrap();
+    let served = kernel.serve(triage(false)).await.unwrap();
+    let done = kernel
+        .run("triage", json!("Ada@Example.com"))
+        .await
+        .unwrap();
+    let history = kernel.history(done.id).unwrap();
+    assert!(
+        replay::check(triage(false), &history)
+            .await
+            .unwrap()
+            .is_clean()
+    );
+
+    let report = replay::check(triage(true), &history).await.unwrap();
+    assert!(!report.is_clean(), "{report}");
+    let (asked, _) = report.divergence().expect("a divergence");
+    assert_eq!(
+        (asked.position, asked.target.as_str()),
+        (1, "lookup_customer")
+    );
+    assert!(!asked.is_dangerous(), "the lookup itself is safe to retry");
+    let dangers: Vec<_> = report.dangerous_steps().collect();
+    assert_eq!(dangers.len(), 1, "{report}");
+    assert_eq!(dangers[0].target(), "send_reply");
+    assert!(
+        matches!(dangers[0], replay::Danger::AfterDivergence { .. }),
+        "{report}"
+    );
+    let text = report.to_string();
+    assert!(
+        text.contains("possibly dangerous: tool_call `send_reply`"),
+        "{text}"
+    );
+    assert!(text.contains("after the divergence at step 1"), "{text}");
+    served.shutdown().await;
+    kernel.shutdown().await;
+}
