@@ -32,7 +32,7 @@ struct Email {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    common::init_logs();
+    rebuno_hyper::init_logging(); // RUST_LOG, info by default
     let kernel = DevKernel::start().await?;
     let send = define_tool("send_email")
         .idempotency(Idempotency::AtMostOnce)

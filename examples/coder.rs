@@ -198,7 +198,7 @@ const MAX_TURNS: usize = 30;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    common::init_logs();
+    rebuno_hyper::init_logging(); // RUST_LOG, info by default
     let kernel = DevKernel::start().await?;
     let root = std::env::temp_dir().join(format!("rebuno-coder-{}", std::process::id()));
     // Every change goes through write_file, so a checkpoint stays valid until the next write.

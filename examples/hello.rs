@@ -59,9 +59,7 @@ fn with_handler(agent: AgentBuilder) -> AgentBuilder {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt()
-        .with_env_filter(std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
-        .init();
+    rebuno_hyper::init_logging(); // RUST_LOG, info by default
     match std::env::var("REBUNO_URL") {
         Ok(url) if !url.is_empty() => serve_only().await,
         _ => run_embedded().await,

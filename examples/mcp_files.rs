@@ -86,7 +86,7 @@ fn server_script() -> PathBuf {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    common::init_logs();
+    rebuno_hyper::init_logging(); // RUST_LOG, info by default
     let script = server_script();
     if !script.is_file() {
         return Err(format!(

@@ -76,7 +76,7 @@ const ANSWER: model::Reply = model::Reply::Text("It runs your agent to completio
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    common::init_logs();
+    rebuno_hyper::init_logging(); // RUST_LOG, info by default
     let endpoint = model::endpoint(|_| ANSWER).await?;
     let key = endpoint.key();
     // Built once: each call finds the execution it runs in.

@@ -26,7 +26,7 @@ struct Command {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    common::init_logs();
+    rebuno_hyper::init_logging(); // RUST_LOG, info by default
     let kernel = DevKernel::start().await?;
     let shell = define_tool("shell")
         .description("Run a shell command")

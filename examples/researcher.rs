@@ -18,7 +18,7 @@ struct Topic {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    common::init_logs();
+    rebuno_hyper::init_logging(); // RUST_LOG, info by default
     let kernel = DevKernel::start().await?;
 
     let researcher = common::agent(&kernel, "researcher")

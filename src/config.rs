@@ -9,6 +9,10 @@ use crate::rt::Runtime;
 /// The default timeout of a request to the kernel.
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(35);
 
+/// What a kernel URL looks like, for the errors about one.
+const URL_FORM: &str = "set REBUNO_URL (or .base_url()) to http://host:port or https://host:port, \
+     with an optional path prefix and no query, e.g. http://127.0.0.1:8080";
+
 /// A non-empty environment variable.
 pub(crate) fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
@@ -17,11 +21,15 @@ pub(crate) fn env(name: &str) -> Option<String> {
 /// The kernel URL, or a recorded problem.
 pub(crate) fn base_url(url: Option<String>, problems: &mut Vec<String>) -> Option<BaseUrl> {
     let Some(url) = url.filter(|u| !u.trim().is_empty()) else {
-        problems.push("kernel URL required (set REBUNO_URL or call .base_url())".to_owned());
+        problems.push(
+            "kernel URL required: set REBUNO_URL (or call .base_url()) to the kernel's URL, \
+             e.g. http://127.0.0.1:8080"
+                .to_owned(),
+        );
         return None;
     };
     BaseUrl::parse(&url)
-        .map_err(|e| problems.push(e.to_string()))
+        .map_err(|e| problems.push(format!("{e}: {URL_FORM}")))
         .ok()
 }
 
@@ -99,6 +107,18 @@ fn default_transport() -> Option<crate::Result<SharedTransport>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bad_or_missing_kernel_url_says_what_to_set() {
+        let mut problems = Vec::new();
+        assert!(base_url(None, &mut problems).is_none());
+        assert!(base_url(Some("127.0.0.1:8080".to_owned()), &mut problems).is_none());
+        assert_eq!(problems.len(), 2);
+        for problem in &problems {
+            assert!(problem.contains("set REBUNO_URL"), "{problem}");
+            assert!(problem.contains("http://127.0.0.1:8080"), "{problem}");
+        }
+    }
 
     #[test]
     fn an_https_kernel_without_tls_names_the_feature() {

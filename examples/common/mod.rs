@@ -11,12 +11,6 @@ use tokio::net::TcpListener;
 
 pub(crate) const SECRET: &str = "dev-secret";
 
-/// Installs a log subscriber (`RUST_LOG=rebuno=debug` shows the SDK's spans).
-pub(crate) fn init_logs() {
-    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into());
-    tracing_subscriber::fmt().with_env_filter(filter).init();
-}
-
 /// An agent configured against the embedded kernel; add a handler and `build()` it.
 pub(crate) fn agent(kernel: &DevKernel, id: &str) -> AgentBuilder {
     Agent::builder(id).secret(SECRET).base_url(kernel.url())

@@ -235,24 +235,33 @@ impl AgentBuilder {
     /// [`ErrorKind::Config`] naming every missing or invalid setting.
     pub fn build(self) -> Result<Agent> {
         let mut problems = Vec::new();
-        if self.agent_id.trim().is_empty() {
-            problems.push("agent id must not be empty".to_owned());
+        if let Some(problem) = agent_id_problem(&self.agent_id) {
+            problems.push(problem);
         }
         let secret = self
             .secret
             .or_else(|| config::env("REBUNO_AGENT_SECRET").map(Secret::new))
             .filter(|s| !s.is_empty());
         if secret.is_none() {
-            problems.push("secret required (set REBUNO_AGENT_SECRET or call .secret())".to_owned());
+            problems.push(
+                "secret required: set REBUNO_AGENT_SECRET (or call .secret()) to the secret the \
+                 kernel has for this agent"
+                    .to_owned(),
+            );
         }
         if !self.webhook_path.starts_with('/') {
             problems.push(format!(
-                "webhook path {:?} must start with '/'",
+                "webhook path {:?} must start with '/' (e.g. \"/webhook\", the path of the \
+                 kernel's webhook_url for this agent)",
                 self.webhook_path
             ));
         }
         if self.kernel_timeout.is_zero() {
-            problems.push("kernel timeout must be positive".to_owned());
+            problems.push(
+                "kernel timeout must be positive: pass .kernel_timeout() a duration above zero \
+                 (default 35 s)"
+                    .to_owned(),
+            );
         }
         let base = config::base_url(
             self.base_url.or_else(|| config::env("REBUNO_URL")),
@@ -307,6 +316,49 @@ impl AgentBuilder {
                 ErrorKind::Config,
                 format!("invalid agent configuration: {}", problems.join("; ")),
             )),
+        }
+    }
+}
+
+/// What is wrong with an agent id, if anything: it travels in the `Rebuno-Agent-Id` header of
+/// every request to the kernel, which looks it up as registered.
+fn agent_id_problem(id: &str) -> Option<String> {
+    if id.trim().is_empty() {
+        return Some(
+            "agent id must not be empty: pass Agent::builder the id the kernel has registered"
+                .to_owned(),
+        );
+    }
+    if id.trim() != id {
+        return Some(format!(
+            "agent id {id:?} has whitespace around it (a newline from a file?): pass \
+             Agent::builder the id exactly as the kernel has registered it"
+        ));
+    }
+    if http::HeaderValue::from_str(id).is_err() {
+        return Some(format!(
+            "agent id {id:?} has control characters, which the Rebuno-Agent-Id header cannot \
+             carry: register and use an id without them"
+        ));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_id_problems_say_what_to_change() {
+        assert_eq!(agent_id_problem("hello"), None);
+        assert_eq!(agent_id_problem("team/triage agent"), None);
+        for (id, says) in [
+            ("", "must not be empty"),
+            ("hello\n", "whitespace around it"),
+            ("hel\u{7}lo", "control characters"),
+        ] {
+            let problem = agent_id_problem(id).unwrap_or_default();
+            assert!(problem.contains(says), "{id:?}: {problem}");
         }
     }
 }

@@ -14,6 +14,7 @@ use tracing::Instrument;
 
 use super::Agent;
 use super::handler::ErasedHandler;
+use super::refusals;
 use super::registry::{Admission, Ticket};
 use super::run::run_dispatch;
 use crate::body::Body;
@@ -116,10 +117,7 @@ impl Agent {
         let raw = self.read_body(body).await?;
         let header = parts.headers.get("Rebuno-Signature").map(|v| v.as_bytes());
         if !self.signed_by_us(&raw, header) {
-            tracing::warn!(
-                agent_id = self.id(),
-                "webhook refused: bad or missing signature"
-            );
+            self.log_unsigned(header.is_some());
             return Err(Dispatch::reply(
                 StatusCode::UNAUTHORIZED,
                 "unauthorized",
@@ -133,12 +131,55 @@ impl Agent {
                 payload,
                 lease,
             }),
-            Err(message) => Err(Dispatch::reply(
-                StatusCode::BAD_REQUEST,
-                "validation_error",
-                &message,
-            )),
+            Err(message) => {
+                self.log_malformed(&message);
+                Err(Dispatch::reply(
+                    StatusCode::BAD_REQUEST,
+                    "validation_error",
+                    &message,
+                ))
+            }
         }
+    }
+
+    /// Logs a `401` with what to check: at once the first time, then at most once a minute.
+    fn log_unsigned(&self, had_signature: bool) {
+        let now = self.inner.runtime.unix_millis();
+        let Some(quiet) = self.inner.refusals.unsigned.admit(now) else {
+            return tracing::debug!(agent_id = self.id(), "webhook refused (401)");
+        };
+        let since = refusals::since(quiet);
+        if had_signature {
+            tracing::warn!(
+                agent_id = self.id(),
+                "webhook refused (401): its Rebuno-Signature does not match this agent's \
+                 secret; check that REBUNO_AGENT_SECRET is the secret the kernel has for agent \
+                 `{}` (and REBUNO_AGENT_SECRET_PREVIOUS, during a rotation){since}",
+                self.id()
+            );
+        } else {
+            tracing::warn!(
+                agent_id = self.id(),
+                "webhook refused (401): no Rebuno-Signature header; the kernel signs every \
+                 dispatch, so this request came from something else, or a proxy dropped the \
+                 header{since}"
+            );
+        }
+    }
+
+    /// Logs a `400` for a webhook signed with the secret that is not a dispatch, with what was
+    /// wrong: at once the first time, then at most once a minute.
+    fn log_malformed(&self, problem: &str) {
+        let now = self.inner.runtime.unix_millis();
+        let Some(quiet) = self.inner.refusals.malformed.admit(now) else {
+            return tracing::debug!(agent_id = self.id(), problem, "webhook refused (400)");
+        };
+        tracing::warn!(
+            agent_id = self.id(),
+            "webhook refused (400): signed with this agent's secret but not a dispatch: \
+             {problem}; is the sender a Rebuno kernel speaking /v0?{}",
+            refusals::since(quiet)
+        );
     }
 
     /// Reads the whole body, at most [`MAX_WEBHOOK_BODY`] bytes within [`BODY_TIMEOUT`]. A body
@@ -243,6 +284,7 @@ impl Agent {
             let _finished = finished;
             agent.publish_metadata_once().await;
             let run = run_dispatch(
+                agent.id(),
                 agent.inner.kernel.clone(),
                 &*handler,
                 &ticket.execution_id,

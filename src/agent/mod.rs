@@ -5,6 +5,7 @@ mod dispatch;
 mod failure;
 mod future;
 mod handler;
+mod refusals;
 mod registry;
 mod route;
 mod run;
@@ -66,6 +67,8 @@ struct Inner {
     runtime: Runtime,
     handler: Arc<dyn ErasedHandler>,
     registry: Registry,
+    /// Rate limits on the log lines of refused webhooks.
+    refusals: refusals::Refusals,
     metadata_published: AtomicBool,
     closed: AtomicBool,
 }
@@ -104,6 +107,7 @@ impl Inner {
             runtime: parts.runtime,
             handler: parts.handler,
             registry: Registry::default(),
+            refusals: refusals::Refusals::default(),
             metadata_published: AtomicBool::new(false),
             closed: AtomicBool::new(false),
         }

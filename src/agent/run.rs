@@ -22,6 +22,7 @@ enum Ending {
 /// Runs `handler` for one dispatch of `execution_id`. Never fails: every outcome is recorded on
 /// the kernel or logged, and a lost dispatch is re-delivered by the kernel.
 pub(crate) async fn run_dispatch(
+    agent_id: &str,
     kernel: KernelClient,
     handler: &dyn ErasedHandler,
     execution_id: &str,
@@ -32,7 +33,7 @@ pub(crate) async fn run_dispatch(
         Ok(execution) => execution,
         Err(error) => {
             crate::spans::record_stop(error.kind());
-            return log_stop(&kernel, &error, "could not fetch the execution");
+            return log_stop(&kernel, agent_id, &error, "could not fetch the execution");
         }
     };
     if execution.status.is_terminal() {
@@ -184,11 +185,16 @@ async fn record(context: &ExecutionContext, ending: Ending) {
         crate::spans::record_stop(error.kind());
     }
     if let Err(error) = written {
-        log_stop(kernel, &error, "could not record the outcome");
+        log_stop(
+            kernel,
+            context.agent_id(),
+            &error,
+            "could not record the outcome",
+        );
     }
 }
 
-fn log_stop(kernel: &KernelClient, error: &Error, what: &str) {
+fn log_stop(kernel: &KernelClient, agent_id: &str, error: &Error, what: &str) {
     match error.kind() {
         ErrorKind::Terminated | ErrorKind::LeaseSuperseded => {
             tracing::debug!(%error, "{what}: dispatch no longer current")
@@ -196,7 +202,24 @@ fn log_stop(kernel: &KernelClient, error: &Error, what: &str) {
         _ => tracing::error!(
             error = error_chain(error),
             kernel = kernel.url(),
-            "{what}; the kernel will re-deliver"
+            "{what}{}; the kernel will re-deliver",
+            hint(error.kind(), kernel, agent_id)
         ),
+    }
+}
+
+/// What to check when the kernel refused or could not be reached, as `": ..."`.
+fn hint(kind: ErrorKind, kernel: &KernelClient, agent_id: &str) -> String {
+    match kind {
+        ErrorKind::Unauthorized => format!(
+            ": the kernel refused this agent's signed request (401): check that the agent id \
+             `{agent_id}` is registered with the kernel and that REBUNO_AGENT_SECRET is its secret \
+             there"
+        ),
+        ErrorKind::Network | ErrorKind::Timeout => format!(
+            ": check that the kernel runs at {} (REBUNO_URL) and that this host can reach it",
+            kernel.url()
+        ),
+        _ => String::new(),
     }
 }

@@ -421,7 +421,15 @@ impl Shared {
                     crate::kernel::TransportErrorKind::Timeout => ErrorKind::Timeout,
                     _ => ErrorKind::Network,
                 };
-                Error::new(kind, format!("telemetry export to {url} failed")).with_source(error)
+                let cause = crate::error::error_chain(&error);
+                Error::new(
+                    kind,
+                    format!(
+                        "telemetry export to {url} failed: {cause}; is the collector running \
+                         there? (OTEL_EXPORTER_OTLP_ENDPOINT or Telemetry::otlp)"
+                    ),
+                )
+                .with_source(error)
             })?;
         if response.status().is_success() {
             return Ok(());

@@ -56,11 +56,13 @@ mod activity;
 mod connection;
 mod gateway;
 mod limits;
+mod logging;
 mod router;
 mod signal;
 mod watchdog;
 
 pub use gateway::LlmGateway;
+pub use logging::init_logging;
 pub use signal::shutdown_signal;
 
 use std::future::{Future, IntoFuture};

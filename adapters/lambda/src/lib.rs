@@ -82,6 +82,7 @@ mod extension;
 mod handler;
 mod holds;
 mod layer;
+mod logging;
 
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
@@ -96,6 +97,7 @@ pub use crate::error::{Error, ErrorKind};
 use crate::handler::{Continuation, Handler};
 use crate::holds::Holds;
 use crate::layer::HoldLayer;
+pub use crate::logging::init_logging;
 
 /// The internal extension's default name.
 const DEFAULT_EXTENSION_NAME: &str = "rebuno-background";

@@ -4,7 +4,7 @@
 //! ```text
 //! rebuno-dev [serve] [--config FILE] [--addr HOST:PORT] [--data-dir DIR]  serve the kernel
 //! rebuno-dev exec create <agent> ['<json>'] [--session S] [--watch]
-//! rebuno-dev exec list|get|events|cancel ...
+//! rebuno-dev exec list|get|events|timeline|export|cancel ...
 //! rebuno-dev approvals list|grant|deny ...
 //! ```
 //!
@@ -76,8 +76,10 @@ pub const USAGE: &str = concat!(
 usage:
   rebuno-dev [serve] [--config FILE] [--addr HOST:PORT] [--data-dir DIR]
                         serve the in-memory kernel (the default command)
-  rebuno-dev [client options] exec <create|list|get|events|cancel> ...
-                        create, follow and inspect executions
+  rebuno-dev [client options] exec <create|list|get|events|timeline|export|cancel> ...
+                        create, follow and inspect executions (create --watch
+                        prints the id and status, then each event as it happens;
+                        the output is in the last, execution.completed)
   rebuno-dev [client options] approvals <list|grant|deny> ...
                         decide the steps a policy holds for approval
   rebuno-dev help [exec|approvals]
@@ -87,7 +89,13 @@ serving options (serving only):
   -a, --addr HOST:PORT  listen address (default 127.0.0.1:8080)
   -d, --data-dir DIR    keep the event log in DIR and resume from it on start
                         (default: in memory)
-  env REBUNO_BEARER_TOKEN requires that token from clients; RUST_LOG sets the log filter",
+
+serving environment:
+  REBUNO_BEARER_TOKEN          require this token from clients
+  REBUNO_DISPATCH_CONCURRENCY  webhook deliveries in flight at once (default 8)
+  REBUNO_RETENTION             how long ended executions are kept, as a Go
+                               duration (default 24h; 0 keeps everything)
+  RUST_LOG                     the log filter (default info)",
     client_options_help!(),
     exit_status_help!()
 );
@@ -380,6 +388,52 @@ mod tests {
             unknown(None),
             "agent \"helo\" is not registered with the kernel at http://127.0.0.1:8080; \
              add it to the manifest (--config) or POST /v0/agents"
+        );
+    }
+
+    /// The commands a group's help lists under `commands:`.
+    fn commands_of(group_usage: &str) -> Vec<&str> {
+        let listed = group_usage
+            .split("commands:\n")
+            .nth(1)
+            .and_then(|rest| rest.split("\n\n").next())
+            .unwrap_or_default();
+        listed
+            .lines()
+            .filter_map(|line| line.strip_prefix("  "))
+            .filter(|line| !line.starts_with(' '))
+            .filter_map(|line| line.split_whitespace().next())
+            .collect()
+    }
+
+    #[test]
+    fn the_top_level_help_lists_every_command_and_the_serving_environment() {
+        let exec = commands_of(exec::USAGE);
+        assert!(
+            exec.contains(&"timeline") && exec.contains(&"export"),
+            "{exec:?}"
+        );
+        let listed = format!("exec <{}>", exec.join("|"));
+        assert!(
+            USAGE.contains(&listed),
+            "top-level help lacks {listed}:\n{USAGE}"
+        );
+        let approvals = format!("approvals <{}>", commands_of(approvals::USAGE).join("|"));
+        assert!(
+            USAGE.contains(&approvals),
+            "top-level help lacks {approvals}"
+        );
+        for variable in [
+            "REBUNO_BEARER_TOKEN",
+            "REBUNO_DISPATCH_CONCURRENCY",
+            "REBUNO_RETENTION",
+            "RUST_LOG",
+        ] {
+            assert!(USAGE.contains(variable), "top-level help lacks {variable}");
+        }
+        assert!(
+            USAGE.contains("each event as it happens"),
+            "what --watch prints"
         );
     }
 

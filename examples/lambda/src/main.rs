@@ -27,8 +27,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 use rebuno::{Agent, HandlerError, Tool};
 use serde::{Deserialize, Serialize};
-use tracing_subscriber::filter::{LevelFilter, Targets};
-use tracing_subscriber::prelude::*;
 
 /// The execution's input: a model to ask, or a text to analyze.
 #[derive(Debug, Deserialize)]
@@ -93,24 +91,10 @@ struct Analysis {
 // One vCPU at most below 1,769 MB: a current-thread runtime (see rebuno-lambda's docs).
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt()
-        .with_ansi(false)
-        .without_time() // CloudWatch stamps every line
-        .finish()
-        .with(log_filter())
-        .init();
+    // Plain lines on stdout, which Lambda sends to CloudWatch: RUST_LOG (info by default).
+    rebuno_lambda::init_logging();
     rebuno_lambda::run(agent()?).await?;
     Ok(())
-}
-
-/// `RUST_LOG` as `target=level` directives (`info`, `rebuno=debug,warn`): tracing-subscriber's
-/// `Targets`, not `EnvFilter`, whose regex engine is about 270 KB of the bootstrap. Errors only
-/// when it is unset or not such a list (span and field filters are not supported).
-fn log_filter() -> Targets {
-    std::env::var("RUST_LOG")
-        .ok()
-        .and_then(|directives| directives.parse().ok())
-        .unwrap_or_else(|| Targets::new().with_default(LevelFilter::ERROR))
 }
 
 /// The agent and its handler, configured from the environment (`REBUNO_URL`,

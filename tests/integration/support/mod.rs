@@ -11,6 +11,7 @@
 
 pub mod host;
 pub mod llm_stub;
+pub mod logs;
 pub mod notebook;
 pub mod otlp;
 pub mod pyagent;
