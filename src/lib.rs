@@ -18,6 +18,7 @@ mod observe;
 mod panic;
 mod refusal;
 pub mod resource;
+pub mod retry;
 #[cfg(feature = "rig")]
 pub mod rig;
 pub mod rt;
@@ -39,6 +40,7 @@ pub use body::Body;
 pub use context::{ExecutionContext, Scoped, execution, previous};
 pub use error::{BoxError, Error, ErrorKind, HandlerError, Result};
 pub use resource::resource;
+pub use retry::RetryPolicy;
 pub use secret::Secret;
 pub use step::{Step, step};
 pub use subagent::{Subagent, subagent};

@@ -32,6 +32,11 @@
 //! | `replayed` | after the submit | `true` when the kernel answered from its record and no body ran |
 //! | `outcome` | at the end | `succeeded`, `failed` (the body's error, live or replayed), `denied` (policy), `blocked` (waits for an approval), `rate_limited`, `stopped` (control flow ended the dispatch) or `error` (the SDK could not complete the call) |
 //! | `failure_reason` | when `failed` or `denied` | the error's text |
+//! | `attempts` | when the body (or the LLM request) ran again under a [retry policy](crate::retry) | how many times it has run so far |
+//!
+//! Each failed attempt that is tried again leaves an event on the step span, `attempt failed;
+//! retrying`, with `attempt` (from 1), `delay_ms` and `error`. The OpenTelemetry exporter
+//! counts such steps in `rebuno.steps` with an `attempts` attribute.
 //!
 //! A re-delivery replays: its step spans carry the same `step_id` as the first delivery's,
 //! with `replayed = true`.

@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use crate::context::{Effect, current};
 use crate::error::{BoxError, Error, ErrorKind, HandlerError, Result};
+use crate::retry::RetryPolicy;
 use crate::rt::{BoxFuture, MaybeSend, MaybeSync};
 
 /// Whether a step may run again when a dispatch replays.
@@ -80,6 +81,7 @@ pub fn define_tool(name: impl Into<String>) -> ToolBuilder {
         },
         transform_args: None,
         to_result: None,
+        retry: RetryPolicy::new(),
     }
 }
 
@@ -116,6 +118,7 @@ pub struct ToolBuilder {
     spec: ToolSpec,
     transform_args: Option<Mapper>,
     to_result: Option<Mapper>,
+    retry: RetryPolicy,
 }
 
 impl fmt::Debug for ToolBuilder {
@@ -124,6 +127,7 @@ impl fmt::Debug for ToolBuilder {
             .field("spec", &self.spec)
             .field("transform_args", &self.transform_args.is_some())
             .field("to_result", &self.to_result.is_some())
+            .field("retry", &self.retry)
             .finish()
     }
 }
@@ -160,6 +164,26 @@ impl ToolBuilder {
         S: Into<String>,
     {
         self.spec.resources = keys.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// How a failing body is run again before its outcome is recorded; the default,
+    /// [`RetryPolicy::new`], retries errors that say they are transient up to 3 attempts
+    /// within 60 s, and an [`Idempotency::AtMostOnce`] body only when its error proves nothing
+    /// was sent. [`RetryPolicy::none`] runs the body once. See [`crate::retry`].
+    ///
+    /// Each retry gets the arguments decoded again from their recorded JSON.
+    ///
+    /// ```no_run
+    /// use rebuno::{Idempotency, RetryPolicy};
+    ///
+    /// let reply = rebuno::define_tool("send_reply")
+    ///     .idempotency(Idempotency::AtMostOnce)
+    ///     .retry(RetryPolicy::new().max_attempts(4))
+    ///     .execute(|text: String| async move { Ok::<_, std::io::Error>(text.len()) });
+    /// ```
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
         self
     }
 
@@ -225,6 +249,7 @@ impl ToolBuilder {
             spec: Arc::new(self.spec),
             body: Arc::new(body),
             prepare,
+            retry: self.retry,
             _types: PhantomData,
         }
     }
@@ -268,6 +293,7 @@ pub struct Tool<A, R> {
     spec: Arc<ToolSpec>,
     body: Arc<dyn Body<A, R>>,
     prepare: Option<Arc<dyn Prepare<A>>>,
+    retry: RetryPolicy,
     _types: PhantomData<fn(A) -> R>,
 }
 
@@ -288,6 +314,7 @@ impl<A, R> Clone for Tool<A, R> {
             spec: Arc::clone(&self.spec),
             body: Arc::clone(&self.body),
             prepare: self.prepare.clone(),
+            retry: self.retry.clone(),
             _types: PhantomData,
         }
     }
@@ -313,16 +340,18 @@ impl<A, R> Tool<A, R> {
 
 impl<A, R> Tool<A, R>
 where
-    A: Serialize + MaybeSend + 'static,
+    A: Serialize + DeserializeOwned + MaybeSend + 'static,
     R: Serialize + DeserializeOwned + MaybeSend + 'static,
 {
-    /// Calls the tool durably.
+    /// Calls the tool durably. A failing body runs again as the tool's
+    /// [retry policy](ToolBuilder::retry) allows, before the outcome is recorded.
     ///
     /// # Errors
     ///
     /// * [`ErrorKind::Policy`] when policy denies the call (see [`call_json`](Self::call_json)
     ///   for the LLM-facing form that turns a denial into a result string);
-    /// * [`ErrorKind::Tool`] when the body fails now or failed when recorded, including the
+    /// * [`ErrorKind::Tool`] when the body fails now (after its retries; a failure whose
+    ///   retries a limit stopped says so) or failed when recorded, including the
     ///   `indeterminate` outcome of an interrupted [`Idempotency::AtMostOnce`] call;
     /// * control flow ([`ErrorKind::Blocked`], [`ErrorKind::Terminated`],
     ///   [`ErrorKind::LeaseSuperseded`], [`ErrorKind::DeadlineReached`]) to propagate with `?`;
@@ -336,6 +365,8 @@ where
         };
         let recorded = serde_json::to_value(&args)
             .map_err(|e| Error::serde("tool arguments are not JSON", e))?;
+        // Retries decode the arguments again from their record: the first attempt took them.
+        let again = self.retry.retries().then(|| Box::new(recorded.clone()));
         let effect = Effect {
             kind: "tool_call",
             target: &self.spec.name,
@@ -344,9 +375,30 @@ where
             resources: &self.spec.resources,
         };
         let body = Arc::clone(&self.body);
-        let outcome = context.run_effect(effect, move || body.run(args)).await?;
+        let mut first = Some(args);
+        // Boxed, and lent to the funnel: its levels hold a pointer instead of a copy each.
+        let mut each = Box::new(move || {
+            let args = match first.take() {
+                Some(args) => Ok(args),
+                None => decode_again(again.as_deref()),
+            };
+            let body = Arc::clone(&body);
+            async move { body.run(args?).await }
+        });
+        let outcome = context
+            .run_effect(effect, Some(&self.retry), &mut *each)
+            .await?;
         outcome.into_value(&self.spec.name)
     }
+}
+
+/// A retry's arguments, decoded from the first attempt's record.
+fn decode_again<A: DeserializeOwned>(recorded: Option<&Value>) -> std::result::Result<A, BoxError> {
+    let recorded = recorded.ok_or("a tool without retries ran twice")?;
+    serde_json::from_value(recorded.clone()).map_err(|e| {
+        format!("the recorded arguments do not decode into the tool's argument type again: {e}")
+            .into()
+    })
 }
 
 impl<A, R> Tool<A, R>

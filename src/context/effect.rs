@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use super::{Exclusive, ExecutionContext, Scoped, StepScope};
 use crate::error::{BoxError, Error, ErrorKind, Result, find_rebuno};
 use crate::kernel::api::StepSubmission;
+use crate::retry::{Attempts, Bound, GaveUp, Next, RetryPolicy};
 use crate::tool::Idempotency;
 use crate::wire::{Captures, Decision, ResourceGeneration, StepDecision, error_message};
 
@@ -23,6 +24,13 @@ pub(crate) struct Effect<'a> {
     pub(crate) args: Value,
     pub(crate) idempotency: Idempotency,
     pub(crate) resources: &'a [String],
+}
+
+/// What a proceeding step runs under: its name, idempotency and retry policy.
+struct Live<'a> {
+    target: &'a str,
+    idempotency: Idempotency,
+    retry: Option<&'a RetryPolicy>,
 }
 
 /// What an effect produced: a live value, or the recorded one.
@@ -48,13 +56,14 @@ impl<R: DeserializeOwned> Outcome<R> {
 }
 
 impl ExecutionContext {
-    /// Submits `effect`; on `proceed` runs `body` and records its outcome. The call counts as in
-    /// flight for suspension while it runs, and holds the effects lock while resources are
-    /// registered.
+    /// Submits `effect`; on `proceed` runs `body` (again, as `retry` allows, while it fails;
+    /// once without a policy) and records its last outcome. The call counts as in flight for suspension while it
+    /// runs, and holds the effects lock while resources are registered.
     pub(crate) async fn run_effect<R, Fut>(
         &self,
         effect: Effect<'_>,
-        body: impl FnOnce() -> Fut,
+        retry: Option<&RetryPolicy>,
+        body: impl FnMut() -> Fut,
     ) -> Result<Outcome<R>>
     where
         R: Serialize,
@@ -64,7 +73,7 @@ impl ExecutionContext {
         let in_flight = self.call_started();
         let exclusive = self.exclusive().await;
         let outcome = self
-            .decide_and_run(effect, exclusive, body)
+            .decide_and_run(effect, exclusive, retry, body)
             .instrument(span.clone())
             .await;
         crate::spans::record_step_end(&span, outcome.as_ref().map(|_| ()));
@@ -86,6 +95,7 @@ impl ExecutionContext {
             replayed = tracing::field::Empty,
             outcome = tracing::field::Empty,
             failure_reason = tracing::field::Empty,
+            attempts = tracing::field::Empty,
         )
     }
 
@@ -93,7 +103,8 @@ impl ExecutionContext {
         &self,
         effect: Effect<'_>,
         exclusive: Option<Exclusive>,
-        body: impl FnOnce() -> Fut,
+        retry: Option<&RetryPolicy>,
+        body: impl FnMut() -> Fut,
     ) -> Result<Outcome<R>>
     where
         R: Serialize,
@@ -113,7 +124,12 @@ impl ExecutionContext {
                     id: step_id,
                     exclusive: Mutex::new(exclusive),
                 });
-                self.run_live(effect.target, step, &due, body)
+                let live = Live {
+                    target: effect.target,
+                    idempotency: effect.idempotency,
+                    retry,
+                };
+                self.run_live(live, step, &due, body)
                     .await
                     .map(Outcome::Live)
             }
@@ -137,13 +153,14 @@ impl ExecutionContext {
             .map_err(|e| self.note(e))
     }
 
-    /// Runs the body, captures the due checkpoints, and records the outcome with them.
+    /// Runs the body (with its retries), captures the due checkpoints, and records the outcome
+    /// with them.
     async fn run_live<R, Fut>(
         &self,
-        target: &str,
+        live: Live<'_>,
         step: Arc<StepScope>,
         due: &[ResourceGeneration],
-        body: impl FnOnce() -> Fut,
+        mut body: impl FnMut() -> Fut,
     ) -> Result<R>
     where
         R: Serialize,
@@ -152,7 +169,11 @@ impl ExecutionContext {
         if step.id.is_empty() {
             return Err(missing_step_id());
         }
-        let outcome = Scoped::in_step(self.clone(), Arc::clone(&step), body()).await;
+        let outcome = match live.retry.filter(|policy| policy.retries()) {
+            None => Scoped::in_step(self.clone(), Arc::clone(&step), body()).await,
+            // Boxed: the retry state would otherwise sit in every caller's future.
+            Some(policy) => Box::pin(self.retrying(policy, live.idempotency, &step, body)).await,
+        };
         let recorded = outcome.and_then(|value| match serde_json::to_value(&value) {
             Ok(recorded) => Ok((value, recorded)),
             Err(e) => Err(Box::new(e) as BoxError),
@@ -160,13 +181,57 @@ impl ExecutionContext {
         let (value, recorded) = match recorded {
             Ok(pair) => pair,
             Err(error) => {
-                return Err(Box::pin(self.body_failed(target, &step.id, due, error)).await);
+                return Err(Box::pin(self.body_failed(live.target, &step.id, due, error)).await);
             }
         };
         self.guard()?;
         let captures = Box::pin(self.capture(due)).await;
         Box::pin(self.record_success(&step.id, &recorded, &captures)).await?;
         Ok(value)
+    }
+
+    /// Runs the body until it succeeds or `policy` stops trying (see [`crate::retry`]); a
+    /// failure the retries gave up on says why.
+    async fn retrying<R, Fut>(
+        &self,
+        policy: &RetryPolicy,
+        idempotency: Idempotency,
+        step: &Arc<StepScope>,
+        mut body: impl FnMut() -> Fut,
+    ) -> std::result::Result<R, BoxError>
+    where
+        Fut: Future<Output = std::result::Result<R, BoxError>>,
+    {
+        let mut attempts = self.attempts(policy, idempotency);
+        loop {
+            let error = match Scoped::in_step(self.clone(), Arc::clone(step), body()).await {
+                Ok(value) => return Ok(value),
+                Err(error) => error,
+            };
+            match attempts.after(&*error, None) {
+                Next::Retry(_) if self.guard().is_err() => return Err(error),
+                Next::Retry(delay) => {
+                    let text = crate::error::error_chain(&*error);
+                    attempts.wait(&tracing::Span::current(), delay, &text).await;
+                }
+                Next::Stop(note) => return Err(GaveUp::wrap(error, note)),
+            }
+        }
+    }
+
+    /// The attempts of a step under `policy`, bounded by the earlier of the host's deadline and
+    /// the execution's `deadline_at`.
+    pub(crate) fn attempts(&self, policy: &RetryPolicy, idempotency: Idempotency) -> Attempts {
+        let deadline = self.inner.deadline.map(|deadline| {
+            let execution = self.deadline_at().and_then(crate::rt::rfc3339::unix_millis);
+            let bound = if execution == Some(deadline.unix_millis()) {
+                Bound::Execution
+            } else {
+                Bound::Host
+            };
+            (deadline, bound)
+        });
+        Attempts::start(policy, self.kernel().runtime(), deadline, idempotency)
     }
 
     /// Records `result` as a proceeding step's outcome.

@@ -14,8 +14,9 @@ use super::record::{Record, is_event_stream, refusal_response};
 use super::step::{Begin, LlmStep, begin};
 use super::tee::Tee;
 use crate::context::{ExecutionContext, current};
-use crate::error::{BoxError, Error, ErrorKind, Result};
+use crate::error::{BoxError, Error, ErrorKind, Result, error_chain};
 use crate::kernel::{ByteStream, SharedTransport, StreamingFuture, Transport, TransportError};
+use crate::retry::{GaveUp, HttpStatus, Next, RetryPolicy};
 use crate::rt::{BoxFuture, MaybeSend};
 
 /// How long a provider call may take by default, body included.
@@ -45,6 +46,7 @@ pub struct DurableLlm<S = TransportService> {
     inner: S,
     context: Option<ExecutionContext>,
     include_usage: bool,
+    retry: RetryPolicy,
 }
 
 impl DurableLlm<TransportService> {
@@ -74,7 +76,31 @@ impl<S> DurableLlm<S> {
             inner,
             context: None,
             include_usage: false,
+            retry: RetryPolicy::llm(),
         }
+    }
+
+    /// How a request is sent again, inside its step and before the answer is recorded, when
+    /// the provider cannot be reached or answers a status the policy retries. The default,
+    /// [`RetryPolicy::llm`], retries connection failures, 408, 429 and 5xx up to 5 attempts
+    /// within 120 s, waiting at least what a `Retry-After` asks; the last answer is recorded
+    /// as it came. [`RetryPolicy::none`] sends each request once. See [`crate::retry`].
+    ///
+    /// Only [`Service::call`] (and so [`send`](Self::send) and [`fetch`](crate::llm::fetch))
+    /// retries; the rig and async-openai integrations send once.
+    ///
+    /// ```no_run
+    /// # fn demo() -> Result<(), rebuno::kernel::TransportError> {
+    /// use std::time::Duration;
+    /// let transport = rebuno::kernel::ReqwestTransport::new()?;
+    /// let llm = rebuno::llm::DurableLlm::from_transport(transport)
+    ///     .retry(rebuno::RetryPolicy::llm().max_elapsed(Duration::from_secs(30)));
+    /// # drop(llm); Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
     }
 
     /// Asks streamed calls for their token usage: a JSON request with `"stream": true` and no
@@ -165,16 +191,34 @@ impl<S> DurableLlm<S> {
 /// use tower_layer::Layer;
 /// let durable = rebuno::llm::DurableLlmLayer::new().layer(Provider);
 /// ```
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct DurableLlmLayer {
     context: Option<ExecutionContext>,
     include_usage: bool,
+    retry: RetryPolicy,
+}
+
+impl Default for DurableLlmLayer {
+    fn default() -> Self {
+        Self {
+            context: None,
+            include_usage: false,
+            retry: RetryPolicy::llm(),
+        }
+    }
 }
 
 impl DurableLlmLayer {
     /// A layer recording calls in the execution current when each call is made.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// How requests are sent again (see [`DurableLlm::retry`]); default [`RetryPolicy::llm`].
+    #[must_use]
+    pub fn retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
     }
 
     /// Records every call in `context` (see [`DurableLlm::bound`]).
@@ -200,6 +244,7 @@ impl<S> tower_layer::Layer<S> for DurableLlmLayer {
             inner,
             context: self.context.clone(),
             include_usage: self.include_usage,
+            retry: self.retry.clone(),
         }
     }
 }
@@ -223,6 +268,7 @@ where
     fn call(&mut self, request: http::Request<Bytes>) -> Self::Future {
         let inner = self.inner.clone();
         let bound = self.context.clone();
+        let retry = self.retry.clone();
         let request = if self.include_usage {
             super::usage::requested(request)
         } else {
@@ -231,7 +277,8 @@ where
         Box::pin(async move {
             // Read at first poll, so the handler's execution is the one in scope.
             let context = bound.or_else(current);
-            durable_call(context, request, |request| upstream(inner, request)).await
+            let send = move |request| upstream(inner.clone(), request);
+            durable_call_with(context, request, &retry, send).await
         })
     }
 }
@@ -275,8 +322,12 @@ where
     service.call(request).await
 }
 
-/// One provider request through the execution (see the module docs for the rules): the shared
-/// engine of [`DurableLlm`] and the client integrations. `send` reaches the provider.
+/// One provider request through the execution (see the module docs for the rules), sent once:
+/// the shared engine of the client integrations. `send` reaches the provider.
+#[cfg(any(
+    feature = "rig",
+    all(feature = "async-openai", not(target_arch = "wasm32"))
+))]
 pub(crate) async fn durable_call<F, Fut>(
     context: Option<ExecutionContext>,
     request: http::Request<Bytes>,
@@ -284,6 +335,32 @@ pub(crate) async fn durable_call<F, Fut>(
 ) -> Result<http::Response<LlmBody>>
 where
     F: FnOnce(http::Request<Bytes>) -> Fut,
+    Fut: Future<Output = std::result::Result<http::Response<ByteStream>, BoxError>>,
+{
+    let mut send = Some(send);
+    let once = move |request| {
+        let send = send.take();
+        async move {
+            match send {
+                Some(send) => send(request).await,
+                None => Err(BoxError::from(
+                    "a provider request without retries was sent twice",
+                )),
+            }
+        }
+    };
+    durable_call_with(context, request, &RetryPolicy::none(), once).await
+}
+
+/// [`durable_call`] sending again as `retry` allows (see [`crate::retry`]).
+pub(crate) async fn durable_call_with<F, Fut>(
+    context: Option<ExecutionContext>,
+    request: http::Request<Bytes>,
+    retry: &RetryPolicy,
+    mut send: F,
+) -> Result<http::Response<LlmBody>>
+where
+    F: FnMut(http::Request<Bytes>) -> Fut,
     Fut: Future<Output = std::result::Result<http::Response<ByteStream>, BoxError>>,
 {
     let (step, asked_to_stream) = match begin(context, request.body()).await? {
@@ -299,9 +376,9 @@ where
         Begin::Proceed { step, stream } => (step, stream),
     };
     let request = with_traceparent(request, step.traceparent());
-    // Like the Python SDK, a provider that cannot be reached leaves the step open: it is
-    // `safe_to_retry`, so a re-delivery sends it again.
-    let response = send(request).await.map_err(provider_error)?;
+    // Like the Python SDK, a provider that cannot be reached (after the retries) leaves the
+    // step open: it is `safe_to_retry`, so a re-delivery sends it again.
+    let response = send_retrying(&step, request, retry, send).await?;
     let status = response.status().as_u16();
     let content_type = response
         .headers()
@@ -328,6 +405,52 @@ where
     );
     step.record(&record).await?;
     Ok(record.into_response(false))
+}
+
+/// Sends `request` until an answer is not retried: a failure to reach the provider and an
+/// error status are tried again as `retry` allows. Returns the answer to record, or the last
+/// failure (saying why the retries stopped, when a limit stopped them).
+async fn send_retrying<F, Fut>(
+    step: &LlmStep,
+    request: http::Request<Bytes>,
+    retry: &RetryPolicy,
+    mut send: F,
+) -> Result<http::Response<ByteStream>>
+where
+    F: FnMut(http::Request<Bytes>) -> Fut,
+    Fut: Future<Output = std::result::Result<http::Response<ByteStream>, BoxError>>,
+{
+    if !retry.retries() {
+        return send(request).await.map_err(provider_error);
+    }
+    let mut attempts = step.attempts(retry);
+    loop {
+        let answer = send(request.clone()).await;
+        let (next, text) = match &answer {
+            Err(error) => (attempts.after(&**error, None), error_chain(&**error)),
+            Ok(response) if response.status().as_u16() >= 400 => {
+                let status = HttpStatus::of(response.status(), response.headers(), step.now());
+                (
+                    attempts.after(&status, status.retry_after()),
+                    status.to_string(),
+                )
+            }
+            Ok(_) => (Next::Stop(None), String::new()),
+        };
+        match next {
+            Next::Retry(_) if step.stopped() => return answer.map_err(provider_error),
+            Next::Retry(delay) => {
+                drop(answer); // frees the connection of an answer not kept
+                attempts.wait(step.span(), delay, &text).await;
+            }
+            Next::Stop(note) => {
+                if let Some(note) = &note {
+                    tracing::info!(parent: step.span(), note, "the provider call's retries stopped");
+                }
+                return answer.map_err(|error| provider_error(GaveUp::wrap(error, note)));
+            }
+        }
+    }
 }
 
 /// The live answer of a streamed call: status and content-type, and the body through the tee.

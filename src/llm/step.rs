@@ -157,6 +157,21 @@ impl LlmStep {
         crate::spans::traceparent(self.context.id(), &self.id)
     }
 
+    /// The attempts of this call's request under `policy`, bounded by the execution's deadlines.
+    pub(super) fn attempts(&self, policy: &crate::retry::RetryPolicy) -> crate::retry::Attempts {
+        self.context.attempts(policy, Idempotency::SafeToRetry)
+    }
+
+    /// Whether the run may no longer write (superseded, or the execution ended).
+    pub(super) fn stopped(&self) -> bool {
+        self.context.guard().is_err()
+    }
+
+    /// The step's `rebuno.step` span.
+    pub(super) fn span(&self) -> &tracing::Span {
+        &self.span.span
+    }
+
     /// Milliseconds on the host's clock (drives the delta flush timer).
     pub(super) fn now(&self) -> u64 {
         self.context.kernel().runtime().unix_millis()

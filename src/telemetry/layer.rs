@@ -408,8 +408,10 @@ impl TelemetryLayer {
             }
             Role::Step => {
                 let kind = tracked.text("kind").unwrap_or("unknown").to_owned();
-                self.shared
-                    .with_metrics(|m| m.step_finished(&kind, &outcome, replayed, millis));
+                let attempts = int_field(&tracked.fields, "attempts").unwrap_or(1);
+                self.shared.with_metrics(|m| {
+                    m.step_attempts_finished(&kind, &outcome, replayed, attempts, millis);
+                });
             }
             Role::Create => {
                 let execution = tracked.text("execution_id")?;

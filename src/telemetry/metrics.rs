@@ -40,7 +40,8 @@ pub(crate) struct Metrics {
     pub(crate) runs_in_flight: i64,
     /// `rebuno.dispatches`: finished runs by `outcome` (and `stop`).
     pub(crate) dispatches: BTreeMap<SeriesKey, u64>,
-    /// `rebuno.steps`: finished durable calls by `kind`, `outcome` and `replayed`.
+    /// `rebuno.steps`: finished durable calls by `kind`, `outcome` and `replayed`, and by
+    /// `attempts` for those whose body ran more than once.
     pub(crate) steps: BTreeMap<SeriesKey, u64>,
     /// `rebuno.step.duration`: durable calls' wall time by `kind` and `replayed`.
     pub(crate) step_duration: BTreeMap<SeriesKey, Histogram>,
@@ -79,13 +80,30 @@ impl Metrics {
         self.dirty = true;
     }
 
+    /// A durable call whose body ran once (or not at all) ended.
+    #[cfg(test)]
     pub(crate) fn step_finished(&mut self, kind: &str, outcome: &str, replayed: bool, millis: f64) {
+        self.step_attempts_finished(kind, outcome, replayed, 1, millis);
+    }
+
+    /// A durable call ended; `attempts` is how many times its body ran (its retries).
+    pub(crate) fn step_attempts_finished(
+        &mut self,
+        kind: &str,
+        outcome: &str,
+        replayed: bool,
+        attempts: i64,
+        millis: f64,
+    ) {
         let replayed = replayed.to_string();
-        let key = vec![
+        let mut key = vec![
             ("kind", kind.to_owned()),
             ("outcome", outcome.to_owned()),
             ("replayed", replayed.clone()),
         ];
+        if attempts > 1 {
+            key.push(("attempts", attempts.to_string()));
+        }
         *self.steps.entry(key).or_default() += 1;
         let key = vec![("kind", kind.to_owned()), ("replayed", replayed)];
         self.step_duration.entry(key).or_default().record(millis);
@@ -134,5 +152,19 @@ mod tests {
         assert_eq!(metrics.steps.len(), 2);
         assert_eq!(metrics.steps.values().sum::<u64>(), 3);
         assert!(metrics.dirty);
+    }
+
+    #[test]
+    fn steps_that_retried_are_counted_by_their_attempts() {
+        let mut metrics = Metrics::new(0);
+        metrics.step_attempts_finished("tool_call", "succeeded", false, 3, 3.0);
+        metrics.step_attempts_finished("tool_call", "succeeded", false, 1, 3.0);
+        let retried: Vec<_> = metrics
+            .steps
+            .keys()
+            .filter(|key| key.contains(&("attempts", "3".to_owned())))
+            .collect();
+        assert_eq!(retried.len(), 1, "{:?}", metrics.steps);
+        assert_eq!(metrics.steps.len(), 2, "one attempt adds no attribute");
     }
 }

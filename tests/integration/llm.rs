@@ -421,7 +421,8 @@ async fn a_call_that_failed_mid_stream_fails_again_on_replay_without_a_new_provi
 async fn an_error_status_is_recorded_and_replayed_like_any_answer() {
     let _trace = trace_init();
     let stub = LlmStub::start().await;
-    stub.fault(Fault::Status(500));
+    // A status the default retry policy does not retry (it retries 408, 429 and 5xx).
+    stub.fault(Fault::Status(400));
     let asker = asker(None, false).await;
     let id = asker
         .create(json!({ "url": stub.chat_url(), "hang_first": true }))
@@ -431,8 +432,8 @@ async fn an_error_status_is_recorded_and_replayed_like_any_answer() {
     let done = asker.redeliver_and_finish(id).await;
 
     let output = done.output.unwrap();
-    assert_eq!(output["status"], 500);
-    assert_eq!(asker.llm_step(id)["result"]["status"], 500);
+    assert_eq!(output["status"], 400);
+    assert_eq!(asker.llm_step(id)["result"]["status"], 400);
     assert_eq!(
         stub.hits(),
         1,

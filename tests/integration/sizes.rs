@@ -1,7 +1,8 @@
 //! Future sizes: an execution waiting in a tool holds its handler's future, whose size is that
 //! of its largest state. The kernel round trips around a tool body are boxed so that a tool call
 //! costs a waiting execution less (measured on 2026-12-01: a tool call's future 2,392 -> 1,472
-//! bytes, a local step's 2,560 -> 1,632). The bounds guard against inlining them again.
+//! bytes, a local step's 2,560 -> 1,632; with retry policies, 2026-12-03: 1,648 and 1,712, the
+//! retry loop itself boxed). The bounds guard against inlining them again.
 
 use rebuno::{HandlerError, define_tool};
 use serde::{Deserialize, Serialize};
@@ -17,7 +18,7 @@ fn a_tool_call_future_stays_small() {
     let call = tool.call(Args { i: 1 });
     let size = std::mem::size_of_val(&call);
     println!("Tool::call future: {size} bytes");
-    assert!(size <= 1600, "Tool::call future is {size} bytes");
+    assert!(size <= 1700, "Tool::call future is {size} bytes");
 }
 
 #[test]

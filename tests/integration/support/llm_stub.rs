@@ -47,6 +47,8 @@ pub enum Fault {
     CloseMidStream { after_chunks: usize },
     /// Wait this long before sending the response head.
     SlowFirstByte(Duration),
+    /// Answer `status` with an OpenAI-style error body and `Retry-After: <retry_after>`.
+    Throttle { status: u16, retry_after: String },
 }
 
 struct Config {
@@ -288,6 +290,16 @@ async fn handle(state: &State, request: http::Request<Incoming>) -> http::Respon
             return json_response(status, &error_body(status, &message));
         }
         Some(Fault::SlowFirstByte(wait)) => tokio::time::sleep(wait).await,
+        Some(Fault::Throttle {
+            status,
+            retry_after,
+        }) => {
+            let message = format!("stub fault: status {status}, retry after {retry_after}");
+            let mut response = json_response(status, &error_body(status, &message));
+            let value = http::HeaderValue::from_str(&retry_after).unwrap();
+            response.headers_mut().insert("retry-after", value);
+            return response;
+        }
         Some(Fault::CloseMidStream { after_chunks }) => close_after = Some(after_chunks),
         None => {}
     }
