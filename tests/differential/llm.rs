@@ -7,6 +7,7 @@
 use rebuno::{AgentBuilder, HandlerError};
 use serde_json::{Value, json};
 
+use crate::engine::Justified;
 use crate::kit::Kit;
 use crate::llm_stub::Fault;
 use crate::run::{differential, one};
@@ -53,7 +54,17 @@ fn twin(builder: AgentBuilder, kit: Kit) -> AgentBuilder {
         let request = http::Request::post(&kit.llm_url)
             .header("content-type", "application/json")
             .body(bytes::Bytes::from(body.to_string()))?;
-        let response = rebuno::llm::fetch(request).await?;
+        let response = if input["retry"] == false {
+            // Python 0.29.2 never retries a provider's answer; this SDK retries 408, 429 and
+            // 5xx by default (issue 29), so a scenario comparing how one answer is recorded
+            // opts out.
+            let transport = rebuno::kernel::HyperTransport::new()?;
+            let llm = rebuno::llm::DurableLlm::from_transport(transport)
+                .retry(rebuno::RetryPolicy::none());
+            llm.send(request).await?
+        } else {
+            rebuno::llm::fetch(request).await?
+        };
         let status = response.status().as_u16();
         let content_type = response
             .headers()
@@ -99,15 +110,27 @@ async fn s18_llm_call_streamed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s19_llm_call_refused_by_policy() {
+    let justified = [Justified {
+        why: "a refusal on the raw path is an Err in this SDK (issue 29: it must never pass for \
+              an answer), so `?` fails the execution with the denial; Python 0.29.2's \
+              http_client answers the provider-style 403, which its handler returns as output \
+              (s19b: the Python handler that raises it back matches this SDK)",
+        on: "execution.completed",
+        python: r#"execution.completed {"execution_id":"<exec:1>","output":{"answer":{"error":{"message":"rebuno_refusal: denied reason=this model is not allowed","type":"rebuno_refusal"}},"content_type":"application/json","status":403},"status":"completed"}"#,
+        rust: r#"execution.failed {"execution_id":"<exec:1>","reason":"policy_denied: this model is not allowed","status":"failed"}"#,
+    }];
     let drive = async |side: &mut Side| ask(side, "gpt-denied", false).await;
-    differential("s19-llm-refused", &GROUP, &[], drive).await;
+    differential("s19-llm-refused", &GROUP, &justified, drive).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s17b_llm_provider_error_status_is_recorded() {
     let drive = async |side: &mut Side| {
         side.stub.fault(Fault::Status(500));
-        ask(side, "gpt-test", false).await
+        side.stub
+            .set_reply("Grüße ☕ from the stub, in several chunks");
+        let input = json!({ "model": "gpt-test", "prompt": "hi", "stream": false, "retry": false });
+        one(side, input).await
     };
     differential("s17b-llm-500", &GROUP, &[], drive).await;
 }
