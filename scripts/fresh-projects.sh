@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Builds the README's quick starts as new projects outside the workspace (path dependencies,
-# default features, the code exactly as the README shows it) and runs one execution through
-# each against rebuno-dev:
+# Builds the projects the docs show as new projects outside the workspace (path dependencies,
+# default features, the code exactly as the docs show it, marked `<!-- fresh: ... -->`; see
+# scripts/fresh/extract.py): the README's quick starts, each running one execution against
+# rebuno-dev, and a new user's walkthrough, whose tests run.
 #
-#   scripts/fresh-projects.sh                 # axum hyper lambda worker
+#   scripts/fresh-projects.sh                 # axum hyper lambda worker walkthrough
 #   scripts/fresh-projects.sh axum hyper      # some of them
 #
 # axum and hyper: the server serves the webhook, the execution completes, SIGTERM drains and
@@ -11,14 +12,18 @@
 # `cargo lambda deploy --dry` (which must not print a secret), then the bootstrap under the
 # freezing lambda-simulator. worker: `worker-build --release`, then a run in workerd. The
 # lambda and worker hosts need the tools .ci/run installs (cargo-lambda; worker-build,
-# wasm-bindgen-cli and tests/workers' npm packages).
+# wasm-bindgen-cli and tests/workers' npm packages). walkthrough: the testing guide's crate
+# (devkernel/docs/testing.md, "A whole crate": a triage agent with a durable LLM call against a
+# loopback stub, tools of both idempotencies, a local step and a policy with an approval) with,
+# beside its own four tests, every test snippet of the guide and of the README as a
+# `#[tokio::test]`, all run by `cargo test` with only the dependencies its Cargo.toml declares.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${FRESH_DIR:-$root/target/fresh}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
 hosts=("$@")
-[ ${#hosts[@]} -gt 0 ] || hosts=(axum hyper lambda worker)
+[ ${#hosts[@]} -gt 0 ] || hosts=(axum hyper lambda worker walkthrough)
 secret="fresh-secret"
 pids=()
 
@@ -127,9 +132,17 @@ worker_host() {
   (cd "$root/tests/workers" && REBUNO_DEV_BIN="$dev" node fresh.mjs "$dir/build")
 }
 
+# The testing guide's crate: its tests, and the docs' test snippets as tests of a new crate.
+walkthrough_project() {
+  local dir
+  dir="$(prepare walkthrough)"
+  say "walkthrough: cargo test (the testing guide's crate, and the docs' test snippets)"
+  cargo test --quiet --no-fail-fast --manifest-path "$dir/Cargo.toml" || fail "walkthrough: a test of the docs' snippets failed (above)"
+}
+
 rm -rf "$out"
 mkdir -p "$out"
-python3 "$root/scripts/fresh/extract.py" "$root/README.md" "$out" >/dev/null
+python3 "$root/scripts/fresh/extract.py" "$out" "$root/README.md" "$root/devkernel/docs/testing.md" >/dev/null
 cargo build --quiet --manifest-path "$root/Cargo.toml" -p rebuno-devkernel --bin rebuno-dev
 dev="$CARGO_TARGET_DIR/debug/rebuno-dev"
 for host in "${hosts[@]}"; do
@@ -137,7 +150,8 @@ for host in "${hosts[@]}"; do
     axum | hyper) server_host "$host" ;;
     lambda) lambda_host ;;
     worker) worker_host ;;
-    *) fail "unknown host $host (axum, hyper, lambda, worker)" ;;
+    walkthrough) walkthrough_project ;;
+    *) fail "unknown project $host (axum, hyper, lambda, worker, walkthrough)" ;;
   esac
 done
 say "fresh projects: ${hosts[*]} passed"
