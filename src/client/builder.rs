@@ -1,9 +1,9 @@
 //! Configuring a [`Client`].
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Client, Inner};
+use super::Client;
+use super::unauthorized;
 use crate::Secret;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kernel::{Exchange, SharedTransport, Transport};
@@ -29,6 +29,8 @@ impl ClientBuilder {
     }
 
     /// The bearer token (an API key). Defaults to `REBUNO_API_KEY`; none for a dev kernel.
+    /// A key the kernel refuses fails each request with [`ErrorKind::Unauthorized`], whose
+    /// message says which key to check (never the key itself).
     pub fn api_key(mut self, key: impl Into<Secret>) -> Self {
         self.api_key = Some(key.into());
         self
@@ -81,10 +83,7 @@ impl ClientBuilder {
         let base = crate::config::base_url(url, &mut problems);
         let runtime = crate::config::runtime(self.runtime, &mut problems);
         let transport = crate::config::transport(self.transport, base.as_ref(), &mut problems);
-        let token = self
-            .api_key
-            .or_else(|| crate::config::env("REBUNO_API_KEY").map(Secret::new))
-            .filter(|k| !k.is_empty());
+        let key = unauthorized::api_key(self.api_key);
         let timeout = self.timeout.unwrap_or(crate::config::DEFAULT_TIMEOUT);
         match (base, runtime, transport) {
             (Some(base), Some(runtime), Some(transport)) if problems.is_empty() => {
@@ -92,13 +91,7 @@ impl ClientBuilder {
                 if let Some(attempts) = self.max_attempts {
                     exchange.retry.attempts = attempts.max(1);
                 }
-                Ok(Client {
-                    inner: Arc::new(Inner {
-                        base,
-                        token,
-                        exchange,
-                    }),
-                })
+                Ok(Client::from_parts(base, key, exchange))
             }
             _ => Err(Error::new(
                 ErrorKind::Config,

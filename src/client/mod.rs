@@ -9,6 +9,7 @@ mod fake;
 mod listings;
 mod requests;
 mod stream;
+mod unauthorized;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +26,7 @@ use self::decide::Verdict;
 pub use self::listings::{ListApprovals, ListSteps};
 pub use self::requests::{CreateExecution, Fork, ListExecutions};
 pub use self::stream::{DeltaStream, StepDelta};
+use self::unauthorized::KeySource;
 use crate::Secret;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kernel::{BaseUrl, Exchange, KernelClient, Replayable, encode_segment};
@@ -52,6 +54,8 @@ pub struct Client {
 struct Inner {
     base: BaseUrl,
     token: Option<Secret>,
+    /// Where `token` came from, named when the kernel refuses it.
+    key_source: KeySource,
     exchange: Exchange,
 }
 
@@ -59,16 +63,18 @@ impl Client {
     /// A client of the kernel an agent talks to, authenticated with `REBUNO_API_KEY` (for
     /// subagents started without a client of their own).
     pub(crate) fn of_agent(kernel: &KernelClient) -> Self {
-        let token = crate::config::env("REBUNO_API_KEY").map(Secret::new);
         let (base, exchange) = kernel.connection();
-        Self::from_parts(base, token, exchange)
+        Self::from_parts(base, unauthorized::api_key(None), exchange)
     }
 
-    pub(crate) fn from_parts(base: BaseUrl, token: Option<Secret>, exchange: Exchange) -> Self {
+    /// A client of the kernel at `base` with `key` (the token and where it came from).
+    fn from_parts(base: BaseUrl, key: (Option<Secret>, KeySource), exchange: Exchange) -> Self {
+        let (token, key_source) = key;
         Self {
             inner: Arc::new(Inner {
                 base,
                 token,
+                key_source,
                 exchange,
             }),
         }
@@ -313,7 +319,8 @@ impl Client {
                 }
                 Ok(request)
             })
-            .await?;
+            .await
+            .map_err(|error| self.explain(error))?;
         decode(response.body())
     }
 
@@ -330,6 +337,12 @@ impl Client {
                 self.build(method.clone(), path, body.clone())
             })
             .await
+            .map_err(|error| self.explain(error))
+    }
+
+    /// `error` with what to check when the kernel refused this client's API key (`401`).
+    pub(super) fn explain(&self, error: Error) -> Error {
+        unauthorized::explain(error, self.inner.key_source)
     }
 
     fn build(

@@ -73,7 +73,7 @@ impl Client {
         if !response.status().is_success() {
             let status = response.status();
             let body = DeltaStream::drain(response.into_body()).await;
-            return Err(crate::kernel::error_from_response(status, &body));
+            return Err(self.explain(crate::kernel::error_from_response(status, &body)));
         }
         Ok(DeltaStream {
             body: response.into_body(),

@@ -43,7 +43,13 @@ impl RetryPolicy {
         self.first_delay.saturating_mul(factor).min(self.max_delay)
     }
 
+    /// Whether a request that got no response is sent again. Never when the URL is `https://`
+    /// and the server answered in plain HTTP: that will not change by waiting, so the clear
+    /// error comes at once instead of after six tries (about 8 s).
     pub(crate) fn retry_transport(&self, error: &TransportError, replayable: Replayable) -> bool {
+        if error.is_plain_http_answer() {
+            return false;
+        }
         match replayable {
             Replayable::Yes => true,
             Replayable::OnlyIfUnseen => error.is_connect(),
@@ -84,5 +90,26 @@ mod tests {
         assert!(!policy.retry_status(StatusCode::CONFLICT, Replayable::Yes));
         assert!(!policy.retry_transport(&refused, Replayable::Never));
         assert!(!policy.retry_status(StatusCode::SERVICE_UNAVAILABLE, Replayable::Never));
+    }
+
+    #[test]
+    fn a_tls_handshake_answered_in_plain_http_is_not_retried() {
+        use super::super::transport::TransportErrorKind;
+        let policy = RetryPolicy::default();
+        for kind in [TransportErrorKind::Connect, TransportErrorKind::Other] {
+            // What rustls says when a server answers its handshake in plain HTTP.
+            let rustls = std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "received corrupt message of type InvalidContentType",
+            );
+            let error = TransportError::new(kind, rustls);
+            assert!(error.is_plain_http_answer(), "{kind:?}");
+            for replayable in [Replayable::Yes, Replayable::OnlyIfUnseen] {
+                assert!(!policy.retry_transport(&error, replayable), "{kind:?}");
+            }
+        }
+        let refused = TransportError::new(TransportErrorKind::Connect, "connection refused");
+        assert!(!refused.is_plain_http_answer());
+        assert!(policy.retry_transport(&refused, Replayable::Yes));
     }
 }

@@ -116,6 +116,12 @@ impl TransportError {
     pub fn is_connect(&self) -> bool {
         self.kind == TransportErrorKind::Connect
     }
+
+    /// Whether the URL was `https://` and the server answered in plain HTTP: a mistake in the
+    /// URL that waiting will not fix.
+    pub(crate) fn is_plain_http_answer(&self) -> bool {
+        self.source.is::<PlainHttpAnswer>()
+    }
 }
 
 impl fmt::Display for TransportError {

@@ -10,6 +10,7 @@ mod support;
 
 mod async_openai_client;
 mod background;
+mod client_errors;
 mod coverage;
 mod crash;
 mod deadline;

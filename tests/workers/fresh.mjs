@@ -3,7 +3,8 @@
 //
 //   REBUNO_DEV_BIN=path/to/rebuno-dev node fresh.mjs path/to/hello-worker/build
 //
-// Exits 0 when the execution completes with "hello, Ada".
+// Exits 0 when the execution completes with "hello, Ada" and the Worker logged its run to the
+// console (the quick start's `init_logging`).
 
 import { spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
@@ -52,20 +53,27 @@ async function startKernel(webhookUrl) {
 
 async function main() {
   const workerPort = await freePort();
+  // What the Worker logs to the console (workerd's structured logs), printed at the end.
+  const lines = [];
   const kernel = await startKernel(`http://127.0.0.1:${workerPort}/webhook`);
-  const mf = new Miniflare({
-    host: "127.0.0.1",
-    port: workerPort,
-    modules: true,
-    modulesRoot: BUILD,
-    scriptPath: join(BUILD, "index.js"),
-    modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
-    compatibilityDate: "2026-04-01",
-    cf: false,
-    bindings: { REBUNO_URL: kernel.url, REBUNO_AGENT_SECRET: SECRET },
-    log: new Log(LogLevel.WARN),
-  });
+  // The kernel is stopped whatever happens next, a Miniflare option it refuses included.
+  let mf;
   try {
+    mf = new Miniflare({
+      host: "127.0.0.1",
+      port: workerPort,
+      modules: true,
+      modulesRoot: BUILD,
+      scriptPath: join(BUILD, "index.js"),
+      modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
+      compatibilityDate: "2026-04-01",
+      cf: false,
+      bindings: { REBUNO_URL: kernel.url, REBUNO_AGENT_SECRET: SECRET },
+      log: new Log(LogLevel.WARN),
+      handleStructuredLogs: ({ level, message }) => {
+        lines.push(`${level}: ${message}`);
+      },
+    });
     await mf.ready;
     const created = await fetch(`${kernel.url}/v0/executions`, {
       method: "POST",
@@ -76,16 +84,25 @@ async function main() {
       const execution = await fetch(`${kernel.url}/v0/executions/${created.id}`).then((r) => r.json());
       if (["completed", "failed", "cancelled"].includes(execution.status)) {
         console.log(`worker: ${execution.status} ${JSON.stringify(execution.output ?? execution.failure_reason ?? null)}`);
-        return execution.status === "completed" && execution.output === "hello, Ada";
+        return execution.status === "completed" && execution.output === "hello, Ada" && (await logged(lines, created.id));
       }
       await sleep(100);
     }
     console.log("worker: the execution did not end in 30 s");
     return false;
   } finally {
-    await mf.dispose();
+    await mf?.dispose();
     kernel.child.kill();
   }
+}
+
+/** Whether the Worker's console got the run's `run started` line (waits up to 5 s); prints it all. */
+async function logged(lines, id) {
+  const started = () => lines.some((l) => l.includes("run started") && l.includes(`execution_id=${id}`));
+  for (let i = 0; i < 100 && !started(); i++) await sleep(50);
+  console.log(`worker: the console got ${lines.length} line(s):\n  ${lines.join("\n  ")}`);
+  if (!started()) console.log("worker: no `run started` line: does the quick start call init_logging?");
+  return started();
 }
 
 main().then(

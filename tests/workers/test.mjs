@@ -10,8 +10,9 @@
 // rotel (an OpenTelemetry collector) forwarding to tests/otlp/recorder.py, both from the venv
 // whose python is OTLP_PYTHON (scripts/interop-venv.sh; run.sh sets it). The MCP test runs
 // tests/mcp/fixture_server.py from the venv whose python is MCP_PYTHON (tests/mcp/setup.sh).
-// Prints one line per
-// test and closes with "N passed, M failed".
+// What each Worker logs to the console (workerd's structured logs) is kept per agent, printed
+// for a failing test, and printed as it comes with WORKERS_LOGS=1. Prints one line per test and
+// closes with "N passed, M failed".
 
 import { spawn } from "node:child_process";
 import { createHmac } from "node:crypto";
@@ -442,6 +443,34 @@ function assert(condition, message) {
   if (!condition) throw new Error(message);
 }
 
+/**
+ * What the Workers logged to the console, in order, as `{ agent, level, message }` (workerd's
+ * structured logs: `level` is the console method, `log` for `console.log`).
+ */
+const consoleLines = [];
+
+/** A console log handler for the Worker of `agent`: keeps each line, prints it with WORKERS_LOGS=1. */
+const keepConsole =
+  (agent) =>
+  ({ level, message }) => {
+    consoleLines.push({ agent, level, message });
+    if (process.env.WORKERS_LOGS) console.error(`[workerd ${agent}] ${level}: ${message}`);
+  };
+
+/** Waits (up to `ms`) for a console line of `agent`'s Worker for which `match` holds. */
+async function logged(agent, ms, match) {
+  const until = performance.now() + ms;
+  for (;;) {
+    const line = consoleLines.find((l) => l.agent === agent && match(l));
+    if (line) return line;
+    if (performance.now() > until) {
+      const mine = consoleLines.filter((l) => l.agent === agent).map((l) => `${l.level}: ${l.message}`);
+      throw new Error(`no such console line of ${agent}; it logged:\n${mine.join("\n")}`);
+    }
+    await sleep(20);
+  }
+}
+
 /** How many times each step started live (not replayed), by step name or tool id. */
 function liveSteps(log) {
   const counts = {};
@@ -700,6 +729,37 @@ const tests = [
     },
   ],
   ["a bad signature gets 401, a malformed payload 400", ({ proxy }) => refusals(proxy.url)],
+  [
+    "the SDK's logs reach the Workers console: info by default, RUST_LOG read from the Worker's vars",
+    async ({ kernel, proxy }) => {
+      const created = await createExecution(kernel, { text: "logs from the edge" });
+      const done = await waitTerminal(kernel, created.id, 20_000);
+      assert(done.status === "completed", `status ${done.status}: ${JSON.stringify(done)}`);
+      const started = await logged(
+        AGENT,
+        5_000,
+        (l) => l.level === "log" && l.message.includes("run started") && l.message.includes(`execution_id=${created.id}`),
+      );
+      await logged(AGENT, 5_000, (l) => l.message.includes("execution completed") && l.message.includes(created.id));
+      // A wrong secret's refusal is logged at warn with what to check (at once, then once a
+      // minute: the test above may have drawn it already).
+      await refusals(proxy.url);
+      const refused = await logged(
+        AGENT,
+        5_000,
+        (l) => l.level === "warn" && l.message.includes("webhook refused (401)") && l.message.includes("REBUNO_AGENT_SECRET"),
+      );
+      // The telemetry Worker has RUST_LOG=warn: the same run logs no info line there (the
+      // line that ends a run comes a moment after the kernel records its end).
+      const quiet = await createExecution(kernel, { text: "quiet at warn" }, AGENT_OTEL);
+      const quietDone = await waitTerminal(kernel, quiet.id, 20_000);
+      assert(quietDone.status === "completed", `status ${quietDone.status}: ${JSON.stringify(quietDone)}`);
+      await sleep(500);
+      const info = consoleLines.filter((l) => l.agent === AGENT_OTEL && l.message.startsWith("INFO "));
+      assert(info.length === 0, `RUST_LOG=warn, yet: ${JSON.stringify(info)}`);
+      return `"${started.message.slice(0, 60)}…", "${refused.message.slice(0, 40)}…"; none at RUST_LOG=warn`;
+    },
+  ],
   [
     "a run past its deadline margin yields and resumes on re-delivery, nothing run twice",
     async ({ kernel, proxy }) => {
@@ -1022,6 +1082,7 @@ async function main() {
         cf: false, // no fetch of the Request.cf object from workers.cloudflare.com
         bindings: { REBUNO_URL: kernel.url, REBUNO_AGENT_SECRET: SECRET, REBUNO_AGENT_ID: agentId, ...LIMITS, ...vars },
         log: new Log(process.env.MINIFLARE_DEBUG ? LogLevel.DEBUG : LogLevel.WARN),
+        handleStructuredLogs: keepConsole(agentId),
         ...extra,
       });
     const mf = worker(workerPort, AGENT, {});
@@ -1041,7 +1102,9 @@ async function main() {
     cleanup.push(() => mfIdle.dispose());
     // Telemetry: the same module exporting to the OTLP receiver (when there is one).
     const otelVars = receiver ? { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.endpoint, OTEL_SERVICE_NAME: OTEL_SERVICE } : {};
-    const mfOtel = worker(otelPort, AGENT_OTEL, {}, otelVars);
+    // Its console logs at RUST_LOG=warn (a var, as in wrangler.toml's [vars]), the exporter
+    // still seeing every span: the logging test checks that no info line comes.
+    const mfOtel = worker(otelPort, AGENT_OTEL, {}, { ...otelVars, RUST_LOG: "warn" });
     cleanup.push(() => mfOtel.dispose());
     const started = performance.now();
     const ready = await mf.ready;
@@ -1084,6 +1147,7 @@ async function runAll(context) {
   for (const [name, run] of tests) {
     if (!selected(name)) continue;
     const started = performance.now();
+    const logsBefore = consoleLines.length;
     try {
       const note = await run(context);
       passed++;
@@ -1091,6 +1155,9 @@ async function runAll(context) {
     } catch (error) {
       failed++;
       console.log(`FAIL - ${name}: ${error.message}`);
+      for (const { agent, level, message } of consoleLines.slice(logsBefore).slice(-40)) {
+        console.log(`  [workerd ${agent}] ${level}: ${message}`);
+      }
     }
   }
   return { passed, failed };

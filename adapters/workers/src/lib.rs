@@ -15,6 +15,7 @@
 //!     if let Some(agent) = AGENT.with(|cell| cell.get().cloned()) {
 //!         return Ok(agent);
 //!     }
+//!     rebuno_workers::init_logging(env); // the SDK's logs in the console, var RUST_LOG
 //!     // REBUNO_URL (a var) and REBUNO_AGENT_SECRET (a secret) come from the Worker's bindings.
 //!     let agent = rebuno_workers::agent_builder("hello", env)
 //!         .handler(|name: String| async move { Ok::<_, HandlerError>(format!("hello, {name}")) })
@@ -33,6 +34,14 @@
 //! [`fetch`] verifies the kernel's signed webhook and answers `200` at once; the acknowledged
 //! run goes to **`ctx.wait_until`**, so the Workers runtime keeps the isolate working on it after
 //! the response. `GET` and `HEAD` answer `200 ok` (health checks); a bad signature gets `401`.
+//!
+//! # Logs
+//!
+//! The SDK logs through `tracing` (a wrong secret's `401`, a run that fails, a kernel it cannot
+//! reach), and, being a library, installs no subscriber. [`init_logging`] on the isolate's
+//! first request sends those lines to the Workers console (`wrangler tail`, the dashboard,
+//! `wrangler dev`), at the level of the Worker var `RUST_LOG` ([`LOG_VAR`]), `info` by
+//! default; with a subscriber of your own (an OTLP exporter's), add [`console_layer`] to it.
 //!
 //! # The 30-second limit and deadlines
 //!
@@ -167,6 +176,7 @@
 #[cfg(target_arch = "wasm32")]
 mod durable;
 mod limits;
+mod logging;
 #[cfg(target_arch = "wasm32")]
 mod object;
 #[cfg(target_arch = "wasm32")]
@@ -181,6 +191,9 @@ mod transport;
 #[cfg(target_arch = "wasm32")]
 pub use crate::durable::{OBJECT_HEADER, forward_to_durable_object};
 pub use crate::limits::{Limits, MARGIN_VAR, WAIT_UNTIL_VAR};
+pub use crate::logging::LOG_VAR;
+#[cfg(target_arch = "wasm32")]
+pub use crate::logging::{console_layer, init_logging};
 #[cfg(target_arch = "wasm32")]
 pub use crate::object::{HEARTBEAT, alarm_in_durable_object, serve_in_durable_object};
 #[cfg(target_arch = "wasm32")]

@@ -160,6 +160,9 @@ fn agent(env: &Env) -> rebuno::Result<Agent> {
     }
     // Before the agent's first run, so its spans reach the exporter.
     install_telemetry(env);
+    // The SDK's logs in the Workers console (the var RUST_LOG, info by default); does nothing
+    // when install_telemetry set a subscriber, which logs to the console too.
+    rebuno_workers::init_logging(env);
     let id = env
         .var("REBUNO_AGENT_ID")
         .map_or_else(|_| DEFAULT_AGENT_ID.to_owned(), |v| v.to_string());

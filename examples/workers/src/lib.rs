@@ -13,7 +13,8 @@
 //! checked webhook to the object for its execution, which runs it without the 30 s cut.
 //!
 //! The Worker reads `REBUNO_URL` (a var: the kernel), `REBUNO_AGENT_SECRET` (a secret: the
-//! webhook secret) and `REBUNO_AGENT_ID` (a var, default `workers-example`).
+//! webhook secret), `REBUNO_AGENT_ID` (a var, default `workers-example`) and `RUST_LOG` (a var:
+//! the level of the SDK's logs in the console, `info` by default; `rebuno_workers::init_logging`).
 //!
 //! Input `{"text": "...", "work_ms": 0, "pause_ms": 0}` (`pause_ms`: a wait between the `work`
 //! and `checked_at` steps, outside any step); output

@@ -1,9 +1,9 @@
 //! OTLP export of the runs (the crate's `otel` feature): when the var
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` is set, the isolate's first request builds a
 //! [`rebuno::telemetry::Telemetry`] that posts over the Workers fetch and installs one global
-//! subscriber with its layer. Each acknowledged run then exports its spans and metrics as the
-//! last act of the task it hands to `ctx.wait_until`, before its deadline: nothing waits for a
-//! later request.
+//! subscriber with its layer and `rebuno_workers::console_layer` (the logs, in the console).
+//! Each acknowledged run then exports its spans and metrics as the last act of the task it
+//! hands to `ctx.wait_until`, before its deadline: nothing waits for a later request.
 
 use std::cell::Cell;
 
@@ -55,7 +55,9 @@ pub(crate) fn install(env: &Env) {
         .build();
     match telemetry {
         Ok(telemetry) => {
-            let subscriber = tracing_subscriber::registry().with(telemetry.layer());
+            let subscriber = tracing_subscriber::registry()
+                .with(rebuno_workers::console_layer(env))
+                .with(telemetry.layer());
             // Already set (by code of yours): that subscriber stays, without this exporter.
             if tracing::subscriber::set_global_default(subscriber).is_err() {
                 worker::console_warn!("a tracing subscriber was already set: no OTLP export");
