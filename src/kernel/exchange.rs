@@ -42,7 +42,9 @@ impl Exchange {
     ) -> Result<http::Response<Bytes>> {
         let mut tries = 1;
         loop {
-            let outcome = self.transport.send(build()?, self.timeout).await;
+            let request = build()?;
+            let uri = (tries == 1).then(|| request.uri().clone());
+            let outcome = self.transport.send(request, self.timeout).await;
             let again = match &outcome {
                 Ok(response) => self.retry.retry_status(response.status(), replayable),
                 Err(error) => self.retry.retry_transport(error, replayable),
@@ -50,11 +52,44 @@ impl Exchange {
             if !again || tries >= self.retry.attempts {
                 return finish(outcome);
             }
-            tracing::debug!(tries, "kernel request failed; retrying");
+            match uri {
+                Some(uri) => log_first_failure(&uri, &outcome, self.retry.attempts),
+                None => tracing::debug!(tries, "kernel request failed; retrying"),
+            }
             crate::observe::kernel_retry();
             self.runtime.sleep(self.retry.delay(tries)).await;
             tries += 1;
         }
+    }
+}
+
+/// The first failure of a kernel request, at warn with the kernel's URL, so a wrong
+/// `REBUNO_URL` or a kernel that is down shows at once, not after the last try.
+fn log_first_failure(
+    uri: &http::Uri,
+    outcome: &std::result::Result<http::Response<Bytes>, TransportError>,
+    attempts: u32,
+) {
+    let kernel = format!(
+        "{}://{}",
+        uri.scheme_str().unwrap_or("http"),
+        uri.authority().map_or("", |authority| authority.as_str())
+    );
+    match outcome {
+        Ok(response) => tracing::warn!(
+            kernel,
+            path = uri.path(),
+            status = response.status().as_u16(),
+            "the kernel answered {}; retrying (up to {attempts} tries)",
+            response.status()
+        ),
+        Err(error) => tracing::warn!(
+            kernel,
+            path = uri.path(),
+            error = crate::error::error_chain(error),
+            "the kernel at {kernel} did not answer; retrying (up to {attempts} tries): check \
+             REBUNO_URL if this persists"
+        ),
     }
 }
 
