@@ -131,19 +131,30 @@ impl DevKernelBuilder {
         self
     }
 
-    /// Delivery attempts before `dispatch_exhausted` (default 5).
+    /// Delivery attempts before `dispatch_exhausted` (default 5, as the Go kernel's
+    /// `DispatchMaxAttempts`; 0 counts as 1). A lease expiry uses one too: the reclaimed
+    /// dispatch is delivered again as its next attempt. [`DispatchRetry`](crate::DispatchRetry)
+    /// sets it with the backoff, checked (`rebuno-dev`: `--dispatch-max-attempts`).
     #[must_use]
     pub fn max_attempts(mut self, attempts: u32) -> Self {
         self.config.max_attempts = attempts.max(1);
         self
     }
 
-    /// Retry delay: `min(base * 2^(attempt-1), cap)` plus up to 25 % jitter (default 1 s, 30 s).
+    /// Retry delay: `min(base * 2^(attempt-1), cap)` plus up to 25 % jitter (default 1 s, 30 s,
+    /// as the Go kernel's `DispatchBaseDelay` and `DispatchMaxDelay`; a `base` above `cap`
+    /// waits `cap` every time). `rebuno-dev`: `--dispatch-base-delay`, `--dispatch-max-delay`.
     #[must_use]
     pub fn retry_backoff(mut self, base: Duration, cap: Duration) -> Self {
         self.config.backoff_base = base;
         self.config.backoff_cap = cap;
         self
+    }
+
+    /// The delivery attempts, base delay and max delay set so far.
+    pub(crate) fn retry_settings(&self) -> (u32, Duration, Duration) {
+        let config = &self.config;
+        (config.max_attempts, config.backoff_base, config.backoff_cap)
     }
 
     /// Webhook HTTP timeout (default 30 s).
@@ -272,12 +283,27 @@ impl DevKernelBuilder {
         kernel.spawn_sweeper();
         kernel.spawn_syncer();
         tracing::info!(%addr, "dev kernel listening");
+        log_retries(kernel.config());
         Ok(DevKernel {
             kernel,
             addr,
             server: Arc::new(Mutex::new(Some(server))),
         })
     }
+}
+
+/// What a failing delivery is retried with: `retries_after_lease_expiry` is how long an agent
+/// may stay unreachable once the lease of a run it dropped expires (the backoff between
+/// attempts 2 and `max_attempts`, jitter left out).
+fn log_retries(config: &Config) {
+    let (attempts, base, cap) = (config.max_attempts, config.backoff_base, config.backoff_cap);
+    tracing::info!(
+        max_attempts = attempts,
+        base_delay = ?base,
+        max_delay = ?cap,
+        retries_after_lease_expiry = ?crate::dispatch_retry::retry_window(attempts, base, cap, 2),
+        "webhook delivery retries"
+    );
 }
 
 fn register(kernel: &Kernel, spec: AgentSpec) -> Result<AgentRecord, DevKernelError> {
@@ -810,7 +836,7 @@ impl DevKernel {
     /// [`DevKernelError::NoLiveDispatch`] when nothing is in flight (or attempts are exhausted).
     pub fn redeliver(&self, id: Uuid) -> Result<u32, DevKernelError> {
         self.kernel
-            .redeliver(id)
+            .redeliver(id, None)
             .ok_or(DevKernelError::NoLiveDispatch(id))
     }
 

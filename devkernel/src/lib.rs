@@ -31,7 +31,8 @@
 //! approvals.
 //!
 //! The `rebuno-dev` binary serves the kernel and is also a small client ([`cli`]):
-//! `rebuno-dev exec create|list|get|events|timeline|export|cancel`, `rebuno-dev approvals list|grant|deny`.
+//! `rebuno-dev exec create|list|get|events|timeline|export|cancel|redeliver`, `rebuno-dev approvals list|grant|deny`.
+//! How it retries deliveries is [`DispatchRetry`].
 //!
 //! For testing agents: [`testing`] is the guide, with an example of each tool: end-to-end
 //! runs ([`DevKernel::run_completed`]), [`crash::crash_every_step`], [`replay::check`] before a
@@ -53,6 +54,7 @@ mod backoff;
 pub mod cli;
 mod clock;
 pub mod crash;
+mod dispatch_retry;
 mod error;
 mod event;
 mod harness;
@@ -68,6 +70,7 @@ mod store;
 pub mod testing {}
 mod usage;
 
+pub use dispatch_retry::{DispatchRetry, DispatchRetryError};
 pub use error::{KernelError, OutputError};
 pub use harness::{AgentSpec, DevKernel, DevKernelBuilder, DevKernelError, ServedAgent};
 pub use kernel::{CaseResult, NewExecution, PolicyReport};

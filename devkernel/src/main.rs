@@ -2,8 +2,9 @@
 //!
 //! ```text
 //! rebuno-dev [serve] [--config FILE] [--addr HOST:PORT] [--data-dir DIR]
+//!            [--dispatch-max-attempts N] [--dispatch-base-delay D] [--dispatch-max-delay D]
 //! rebuno-dev exec create <agent> ['<json>'] [--session S] [--watch]
-//! rebuno-dev exec list|get|events|cancel ...
+//! rebuno-dev exec list|get|events|timeline|export|cancel|redeliver ...
 //! rebuno-dev approvals list|grant|deny ...
 //! ```
 //!
@@ -11,7 +12,11 @@
 //! runs in dev mode (requests without `Authorization` are admitted). As with the Go kernel's
 //! `rebuno dev`, `REBUNO_DISPATCH_CONCURRENCY` (a positive count, default 8) bounds the webhook
 //! deliveries in flight and `REBUNO_RETENTION` (a Go duration, default `24h`; `0` keeps
-//! everything) is how long ended executions are kept. `RUST_LOG` sets the log filter. Client commands: `--url`/`REBUNO_URL`, `--token`/`REBUNO_API_KEY`, in any
+//! everything) is how long ended executions are kept. Delivery retries: `--dispatch-max-attempts`
+//! (`REBUNO_DISPATCH_MAX_ATTEMPTS`, as Go's), `--dispatch-base-delay` and
+//! `--dispatch-max-delay` (`REBUNO_DISPATCH_BASE_DELAY`, `REBUNO_DISPATCH_MAX_DELAY`), then the
+//! manifest's `dispatch_*` keys; a bad value is refused. `RUST_LOG` sets the log filter.
+//! Client commands: `--url`/`REBUNO_URL`, `--token`/`REBUNO_API_KEY`, in any
 //! position; `--help` on any command group. Exit status: 0 success, 1 failure (a kernel
 //! error, an unreachable kernel, a watched execution that did not complete, or serving that
 //! could not start), 2 usage error.
@@ -71,13 +76,16 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
         tracing::info!(dir = %dir.display(), "event log and registry persisted");
         builder = builder.data_dir(dir);
     }
+    let mut retry = args.dispatch;
     if let Some(path) = &args.config {
         let manifest = Manifest::load(path).map_err(|e| e.to_string())?;
+        retry = retry.or(manifest.dispatch);
         for agent in manifest.agents {
             tracing::info!(agent = agent.id(), "provisioning agent");
             builder = builder.agent(agent);
         }
     }
+    builder = retry.apply(builder).map_err(|e| e.to_string())?;
     let kernel = builder.start().await.map_err(|e| e.to_string())?;
     tracing::info!(url = %kernel.url(), "rebuno dev kernel ready");
     tokio::signal::ctrl_c().await.map_err(|e| e.to_string())?;

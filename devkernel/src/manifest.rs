@@ -1,6 +1,10 @@
-//! The dev manifest (`rebuno dev --config FILE`): agents to provision at start.
+//! The dev manifest (`rebuno dev --config FILE`): agents to provision at start, and how their
+//! deliveries are retried.
 //!
 //! ```yaml
+//! dispatch_max_attempts: 8         # optional: attempts before dispatch_exhausted (default 5)
+//! dispatch_base_delay: 1s          # optional: first retry delay, a Go duration (default 1s)
+//! dispatch_max_delay: 30s          # optional: largest retry delay (default 30s)
 //! agents:
 //!   - id: hello
 //!     webhook_url: http://127.0.0.1:5000/webhook
@@ -14,6 +18,9 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::dispatch_retry::{
+    BASE_DELAY, DispatchRetry, MAX_ATTEMPTS, MAX_DELAY, Names, parse_attempts, parse_delay,
+};
 use crate::harness::AgentSpec;
 
 /// Why a manifest could not be loaded.
@@ -31,6 +38,10 @@ pub enum ManifestError {
     /// The YAML is invalid.
     #[error("invalid manifest: {0}")]
     Yaml(String),
+    /// A top-level setting (`dispatch_max_attempts`, `dispatch_base_delay`,
+    /// `dispatch_max_delay`) has a value it cannot take; the message says what to write.
+    #[error("invalid manifest: {0}")]
+    Setting(String),
     /// An agent entry is inconsistent.
     #[error("agent {id:?}: {message}")]
     Agent {
@@ -41,10 +52,18 @@ pub enum ManifestError {
     },
 }
 
+/// Unknown top-level keys are ignored, as the Go kernel's loader ignores them (so a manifest
+/// with the `dispatch_*` keys still loads in `rebuno dev`).
 #[derive(Deserialize)]
 struct RawManifest {
     #[serde(default)]
     agents: Vec<RawAgent>,
+    #[serde(default)]
+    dispatch_max_attempts: Option<serde_yaml::Value>,
+    #[serde(default)]
+    dispatch_base_delay: Option<serde_yaml::Value>,
+    #[serde(default)]
+    dispatch_max_delay: Option<serde_yaml::Value>,
 }
 
 /// No `Debug`: it holds the secret in the clear.
@@ -67,6 +86,9 @@ struct RawAgent {
 pub struct Manifest {
     /// The agents to register, in file order.
     pub agents: Vec<AgentSpec>,
+    /// Delivery retries (`dispatch_max_attempts`, `dispatch_base_delay`,
+    /// `dispatch_max_delay`); `rebuno-dev`'s flags and environment take precedence.
+    pub dispatch: DispatchRetry,
 }
 
 impl Manifest {
@@ -105,12 +127,44 @@ impl Manifest {
     ) -> Result<Self, ManifestError> {
         let raw: RawManifest =
             serde_yaml::from_str(text).map_err(|e| ManifestError::Yaml(e.to_string()))?;
+        let dispatch = DispatchRetry {
+            max_attempts: setting(raw.dispatch_max_attempts, MAX_ATTEMPTS, parse_attempts)?,
+            base_delay: setting(raw.dispatch_base_delay, BASE_DELAY, parse_delay)?,
+            max_delay: setting(raw.dispatch_max_delay, MAX_DELAY, parse_delay)?,
+        };
         let mut agents = Vec::with_capacity(raw.agents.len());
         for agent in raw.agents {
             agents.push(agent_spec(agent, base, &env)?);
         }
-        Ok(Self { agents })
+        Ok(Self { agents, dispatch })
     }
+}
+
+/// A top-level setting written as a string or a number (`null`: not given), parsed by `parse`.
+fn setting<T>(
+    value: Option<serde_yaml::Value>,
+    names: Names,
+    parse: fn(&str, &str) -> Result<T, String>,
+) -> Result<Option<T>, ManifestError> {
+    let text = match value {
+        None | Some(serde_yaml::Value::Null) => return Ok(None),
+        Some(serde_yaml::Value::String(text)) => text,
+        Some(serde_yaml::Value::Number(number)) => number.to_string(),
+        Some(_) => {
+            return Err(ManifestError::Setting(format!(
+                "{} must be a single value, e.g. {}",
+                names.key,
+                if names.key.ends_with("attempts") {
+                    "8"
+                } else {
+                    "30s"
+                }
+            )));
+        }
+    };
+    parse(&text, names.key)
+        .map(Some)
+        .map_err(ManifestError::Setting)
 }
 
 fn agent_spec(
@@ -189,6 +243,49 @@ mod tests {
         assert!(spec.secret.is_empty());
         assert_eq!(spec.lease_timeout_seconds, Some(60));
         assert_eq!(spec.policy_yaml.as_deref(), Some("default_action: allow\n"));
+    }
+
+    #[test]
+    fn reads_the_dispatch_retries_and_refuses_bad_ones() {
+        let yaml = "dispatch_max_attempts: 8\ndispatch_base_delay: 500ms\ndispatch_max_delay: 0\nagents: []\n";
+        let manifest = Manifest::parse(yaml, Path::new("."), |_| None).unwrap();
+        assert_eq!(manifest.dispatch.max_attempts, Some(8));
+        let delays = (manifest.dispatch.base_delay, manifest.dispatch.max_delay);
+        assert_eq!(
+            delays,
+            (
+                Some(std::time::Duration::from_millis(500)),
+                Some(std::time::Duration::ZERO)
+            )
+        );
+        let none = Manifest::parse("agents: []\n", Path::new("."), |_| None).unwrap();
+        assert_eq!(none.dispatch, DispatchRetry::default());
+        for (yaml, expected) in [
+            (
+                "dispatch_max_attempts: 0\n",
+                "dispatch_max_attempts is 0: a dispatch needs",
+            ),
+            (
+                "dispatch_max_attempts: lots\n",
+                "dispatch_max_attempts \"lots\" is not a number",
+            ),
+            (
+                "dispatch_base_delay: 1\n",
+                "dispatch_base_delay \"1\" is not a duration; write",
+            ),
+            (
+                "dispatch_max_delay: [1s]\n",
+                "dispatch_max_delay must be a single value, e.g. 30s",
+            ),
+        ] {
+            let error = Manifest::parse(yaml, Path::new("."), |_| None).unwrap_err();
+            assert!(
+                error
+                    .to_string()
+                    .starts_with(&format!("invalid manifest: {expected}")),
+                "{yaml}: {error}"
+            );
+        }
     }
 
     #[test]

@@ -3,11 +3,16 @@
 
 use std::fmt;
 use std::future::Future;
+use std::time::Duration;
 
-use rebuno::ErrorKind;
 use rebuno::client::Client;
+use rebuno::{ErrorKind, Secret};
+use serde_json::Value;
 
 use super::CliError;
+
+/// How long a dev-only request ([`Remote::post_dev`]) may take.
+const DEV_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Where the kernel is and how to authenticate.
 #[derive(Clone, PartialEq, Eq)]
@@ -34,6 +39,8 @@ pub(crate) struct Remote {
     /// The base URL as given, without a trailing `/`, for messages.
     url: String,
     client: Client,
+    /// The bearer token, for the dev-only routes the SDK's client does not know.
+    token: Option<Secret>,
 }
 
 impl Remote {
@@ -49,7 +56,8 @@ impl Remote {
             .max_attempts(1)
             .build()
             .map_err(CliError::Sdk)?;
-        Ok(Self { url, client })
+        let token = connection.token.clone().map(Secret::new);
+        Ok(Self { url, client, token })
     }
 
     /// A remote for an already built client (tests with a stand-in transport).
@@ -58,6 +66,7 @@ impl Remote {
         Self {
             url: url.to_owned(),
             client,
+            token: None,
         }
     }
 
@@ -77,6 +86,33 @@ impl Remote {
         request: impl Future<Output = rebuno::Result<T>>,
     ) -> Result<T, CliError> {
         request.await.map_err(|error| self.error(error))
+    }
+
+    /// POSTs an empty body to a dev-only route of `rebuno-dev` (`/v0/dev/...`, which the SDK's
+    /// client does not know) with the bearer token; its JSON answer, or the error mapped as
+    /// [`error`](Self::error) maps the SDK's.
+    pub(crate) async fn post_dev(&self, path: &str) -> Result<Value, CliError> {
+        let url = format!("{}{path}", self.url);
+        let mut request = reqwest::Client::new().post(&url).timeout(DEV_TIMEOUT);
+        if let Some(token) = &self.token {
+            let bearer = [b"Bearer ".as_slice(), token.expose()].concat();
+            let mut value = http::HeaderValue::from_bytes(&bearer).map_err(|_| {
+                CliError::Usage("the token has a character no HTTP header can carry".to_owned())
+            })?;
+            value.set_sensitive(true);
+            request = request.header(http::header::AUTHORIZATION, value);
+        }
+        let unreachable = |source: reqwest::Error| CliError::Unreachable {
+            url: self.url.clone(),
+            source: Box::new(source.without_url()),
+        };
+        let response = request.send().await.map_err(unreachable)?;
+        let status = response.status();
+        let body = response.bytes().await.map_err(unreachable)?;
+        match serde_json::from_slice::<Value>(&body) {
+            Ok(answer) if status.is_success() => Ok(answer),
+            answer => Err(dev_error(status, answer.ok(), &body, path)),
+        }
     }
 
     /// An SDK error as the CLI reports it: [`CliError::Http`] when the kernel could not be
@@ -102,6 +138,50 @@ impl Remote {
                 message
             },
         }
+    }
+}
+
+/// A dev-only route's error answer as [`CliError::Api`]: its envelope's code and message; a
+/// `404` without one is a kernel that does not serve the route (not `rebuno-dev`).
+fn dev_error(
+    status: http::StatusCode,
+    envelope: Option<Value>,
+    body: &[u8],
+    path: &str,
+) -> CliError {
+    let field = |name: &str| {
+        envelope
+            .as_ref()
+            .and_then(|answer| answer.get(name)?.as_str().map(str::to_owned))
+    };
+    let (code, message) = match (field("code"), field("message")) {
+        (Some(code), Some(message)) => (code, message),
+        _ if status == http::StatusCode::NOT_FOUND => (
+            "not_found".to_owned(),
+            format!(
+                "no route POST {path}: this command needs a rebuno-dev kernel (the Go kernel \
+                 has no such route; there, a run is delivered again when its lease expires)"
+            ),
+        ),
+        _ if status.is_success() => (
+            "unexpected_response".to_owned(),
+            "the answer is not JSON".to_owned(),
+        ),
+        _ => {
+            let text = String::from_utf8_lossy(body).trim().to_owned();
+            let reason = status.canonical_reason().unwrap_or("no message");
+            let message = if text.is_empty() {
+                reason.to_owned()
+            } else {
+                text
+            };
+            ("internal_error".to_owned(), message)
+        }
+    };
+    CliError::Api {
+        status: status.as_u16(),
+        code,
+        message,
     }
 }
 
@@ -186,6 +266,35 @@ mod tests {
                 .to_string()
                 .starts_with("unexpected kernel response: expected ident"),
             "{unreadable}"
+        );
+    }
+
+    #[test]
+    fn dev_route_errors_name_the_kernel_that_lacks_the_route() {
+        let path = "/v0/dev/executions/x/redeliver";
+        let envelope = serde_json::json!({"code": "conflict", "message": "conflict: ended"});
+        let error = dev_error(http::StatusCode::CONFLICT, Some(envelope), b"", path);
+        assert_eq!(
+            error.to_string(),
+            "kernel answered 409 conflict: conflict: ended"
+        );
+        let go = dev_error(
+            http::StatusCode::NOT_FOUND,
+            None,
+            b"404 page not found\n",
+            path,
+        );
+        assert!(
+            go.to_string().starts_with(
+                "kernel answered 404 not_found: no route POST /v0/dev/executions/x/redeliver: \
+                 this command needs a rebuno-dev kernel"
+            ),
+            "{go}"
+        );
+        let proxy = dev_error(http::StatusCode::BAD_GATEWAY, None, b" bad gateway ", path);
+        assert_eq!(
+            proxy.to_string(),
+            "kernel answered 502 internal_error: bad gateway"
         );
     }
 

@@ -1,4 +1,5 @@
-//! `rebuno-dev exec ...`: create (optionally watching), list, get, events, cancel.
+//! `rebuno-dev exec ...`: create (optionally watching), list, get, events, timeline, export,
+//! cancel, redeliver.
 
 use std::io::Write;
 
@@ -28,7 +29,11 @@ commands:
                         steps and their outcome, approvals and waits
   export <id>           print its history (execution, steps, events) as JSON, for
                         rebuno_devkernel::replay::check against a new build
-  cancel <id>           cancel it",
+  cancel <id>           cancel it
+  redeliver <id>        deliver a running execution again now, as when its lease
+                        expires (rebuno-dev only): the agent's current run is
+                        superseded and a new one replays the recorded steps; try
+                        replay against any host without killing it",
     client_options_help!(),
     exit_status_help!()
 );
@@ -68,6 +73,9 @@ pub enum ExecCommand {
     Timeline(String),
     /// `exec cancel`.
     Cancel(String),
+    /// `exec redeliver`: the execution's in-flight dispatch reclaimed and delivered again
+    /// (`POST /v0/dev/executions/{id}/redeliver`, a route of `rebuno-dev` only).
+    Redeliver(String),
 }
 
 /// The one `<id>` argument of `get`, `events`, `export`, `timeline` and `cancel`.
@@ -90,6 +98,16 @@ pub(crate) fn parse(args: &[String]) -> Result<ExecCommand, CliError> {
         "export" => Ok(ExecCommand::Export(one_id(rest, "<id>")?)),
         "timeline" => Ok(ExecCommand::Timeline(one_id(rest, "<id>")?)),
         "cancel" => Ok(ExecCommand::Cancel(one_id(rest, "<id>")?)),
+        "redeliver" => {
+            let id = one_id(rest, "<id>")?;
+            // The id goes into the route's path: only a UUID may.
+            uuid::Uuid::parse_str(&id).map_err(|_| {
+                CliError::Usage(format!(
+                    "{id:?} is not an execution id (a UUID, as `exec list` prints)"
+                ))
+            })?;
+            Ok(ExecCommand::Redeliver(id))
+        }
         other => Err(CliError::Usage(format!("unknown exec command {other:?}"))),
     }
 }
@@ -185,6 +203,7 @@ pub(crate) async fn run(
         ExecCommand::Export(id) => export(remote, &id, out).await,
         ExecCommand::Timeline(id) => timeline(remote, &id, out).await,
         ExecCommand::Cancel(id) => cancel(remote, &id, out).await,
+        ExecCommand::Redeliver(id) => redeliver(remote, &id, out).await,
     }
 }
 
@@ -385,6 +404,24 @@ async fn cancel(
     Ok(Outcome::Success)
 }
 
+/// `exec redeliver`: prints `<id> redelivered: dispatch <dispatch>, attempt <n>`.
+async fn redeliver(
+    remote: &Remote,
+    id: &str,
+    out: &mut (dyn Write + Send),
+) -> Result<Outcome, CliError> {
+    let answer = remote
+        .post_dev(&format!("/v0/dev/executions/{id}/redeliver"))
+        .await?;
+    let dispatch = answer["dispatch_id"].as_str().unwrap_or("?");
+    writeln!(
+        out,
+        "{id} redelivered: dispatch {dispatch}, attempt {}",
+        answer["attempt"]
+    )?;
+    Ok(Outcome::Success)
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -462,6 +499,15 @@ mod tests {
             parse_words(&["cancel", "x"]).unwrap(),
             ExecCommand::Cancel("x".into())
         );
+        let id = "0192f1a0-0000-7000-8000-000000000000";
+        assert_eq!(
+            parse_words(&["redeliver", id]).unwrap(),
+            ExecCommand::Redeliver(id.into())
+        );
+        let error = parse_words(&["redeliver", "nope"]).unwrap_err();
+        assert_eq!(error.exit_code(), 2);
+        assert!(error.to_string().contains("not an execution id"), "{error}");
+        assert!(parse_words(&["redeliver"]).is_err());
         assert!(parse_words(&["get"]).is_err());
         assert!(parse_words(&["frobnicate"]).is_err());
         assert!(parse_words(&[]).is_err());

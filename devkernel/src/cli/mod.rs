@@ -4,7 +4,7 @@
 //! ```text
 //! rebuno-dev [serve] [--config FILE] [--addr HOST:PORT] [--data-dir DIR]  serve the kernel
 //! rebuno-dev exec create <agent> ['<json>'] [--session S] [--watch]
-//! rebuno-dev exec list|get|events|timeline|export|cancel ...
+//! rebuno-dev exec list|get|events|timeline|export|cancel|redeliver ...
 //! rebuno-dev approvals list|grant|deny ...
 //! ```
 //!
@@ -76,10 +76,12 @@ pub const USAGE: &str = concat!(
 usage:
   rebuno-dev [serve] [--config FILE] [--addr HOST:PORT] [--data-dir DIR]
                         serve the in-memory kernel (the default command)
-  rebuno-dev [client options] exec <create|list|get|events|timeline|export|cancel> ...
+  rebuno-dev [client options] exec <create|list|get|events|timeline|export|cancel|redeliver> ...
                         create, follow and inspect executions (create --watch
                         prints the id and status, then each event as it happens;
-                        the output is in the last, execution.completed)
+                        the output is in the last, execution.completed);
+                        redeliver ID delivers a running one again now, as a
+                        lease expiry does, to try replay against any host
   rebuno-dev [client options] approvals <list|grant|deny> ...
                         decide the steps a policy holds for approval
   rebuno-dev help [exec|approvals]
@@ -89,10 +91,27 @@ serving options (serving only):
   -a, --addr HOST:PORT  listen address (default 127.0.0.1:8080)
   -d, --data-dir DIR    keep the event log in DIR and resume from it on start
                         (default: in memory)
+  --dispatch-max-attempts N
+                        delivery attempts of a dispatch before the execution
+                        fails dispatch_exhausted; a lease expiry uses one too
+                        (env REBUNO_DISPATCH_MAX_ATTEMPTS, default 5)
+  --dispatch-base-delay DURATION
+                        first retry delay, doubling per attempt (Go duration:
+                        500ms, 2s; env REBUNO_DISPATCH_BASE_DELAY, default 1s)
+  --dispatch-max-delay DURATION
+                        largest retry delay, before up to 25% jitter
+                        (env REBUNO_DISPATCH_MAX_DELAY, default 30s)
+                        flags win over the environment, the environment over
+                        the manifest's dispatch_max_attempts, dispatch_base_delay
+                        and dispatch_max_delay. With the defaults, a run whose
+                        agent went away is delivered again when its lease
+                        expires, then retried for 2+4+8 = 14s more
 
 serving environment:
   REBUNO_BEARER_TOKEN          require this token from clients
   REBUNO_DISPATCH_CONCURRENCY  webhook deliveries in flight at once (default 8)
+  REBUNO_DISPATCH_MAX_ATTEMPTS, REBUNO_DISPATCH_BASE_DELAY, REBUNO_DISPATCH_MAX_DELAY
+                               delivery retries (see the --dispatch-* options)
   REBUNO_RETENTION             how long ended executions are kept, as a Go
                                duration (default 24h; 0 keeps everything)
   RUST_LOG                     the log filter (default info)",
@@ -117,6 +136,18 @@ pub enum CliError {
         url: String,
         /// The SDK's network error, with the socket's error as its innermost cause.
         source: rebuno::Error,
+    },
+    /// The kernel could not be reached by a request the SDK's client does not make (the
+    /// dev-only route of `exec redeliver`), or its answer could not be read.
+    #[error(
+        "could not reach the kernel at {url}: {}; is rebuno-dev running? (set --url or REBUNO_URL)",
+        root_cause(.source.as_ref())
+    )]
+    Unreachable {
+        /// The kernel's base URL.
+        url: String,
+        /// The HTTP client's error (without the URL), with the socket's as its innermost cause.
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The kernel answered with an error (4xx/5xx) and its envelope's code and message.
     #[error("{}", api_text(*.status, .code, .message))]
@@ -426,8 +457,15 @@ mod tests {
         for variable in [
             "REBUNO_BEARER_TOKEN",
             "REBUNO_DISPATCH_CONCURRENCY",
+            "REBUNO_DISPATCH_MAX_ATTEMPTS",
+            "REBUNO_DISPATCH_BASE_DELAY",
+            "REBUNO_DISPATCH_MAX_DELAY",
             "REBUNO_RETENTION",
             "RUST_LOG",
+            "--dispatch-max-attempts N",
+            "--dispatch-base-delay DURATION",
+            "--dispatch-max-delay DURATION",
+            "dispatch_max_attempts",
         ] {
             assert!(USAGE.contains(variable), "top-level help lacks {variable}");
         }

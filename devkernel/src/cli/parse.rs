@@ -167,6 +167,15 @@ fn serve_option_for_client(flag: &str, group: &str) -> CliError {
             "DIR",
             "a client reads whatever the kernel at --url keeps",
         ),
+        "--dispatch-max-attempts" | "--dispatch-base-delay" | "--dispatch-max-delay" => (
+            flag,
+            if flag.ends_with("attempts") {
+                "N"
+            } else {
+                "DURATION"
+            },
+            "deliveries are retried as the kernel at --url was served",
+        ),
         _ => (
             "--config",
             "FILE",
@@ -197,7 +206,7 @@ pub fn parse(args: Vec<String>, env: impl Fn(&str) -> Option<String>) -> Result<
     let mut words = args;
     let client = take_client_options(&mut words)?;
     let Some(index) = group_index(&words) else {
-        return parse_serve(&words, &client);
+        return parse_serve(&words, &client, &env);
     };
     let (front, group, back) = (&words[..index], words[index].as_str(), &words[index + 1..]);
     match group {
@@ -205,7 +214,7 @@ pub fn parse(args: Vec<String>, env: impl Fn(&str) -> Option<String>) -> Result<
         "help" => Ok(Command::Help(
             group_usage(back.first().map(String::as_str)).unwrap_or(USAGE),
         )),
-        "serve" => parse_serve(&[front, back].concat(), &client),
+        "serve" => parse_serve(&[front, back].concat(), &client, &env),
         other => Err(CliError::Usage(format!(
             "unknown command {other:?} (expected exec, approvals, serve or help)"
         ))),
@@ -248,14 +257,18 @@ fn parse_client(
 }
 
 /// Parses serving: no client option may be among `args`.
-fn parse_serve(args: &[String], client: &ClientOptions) -> Result<Command, CliError> {
+fn parse_serve(
+    args: &[String],
+    client: &ClientOptions,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<Command, CliError> {
     if wants_help(args) {
         return Ok(Command::Help(USAGE));
     }
     if let Some(flag) = &client.first {
         return Err(client_option_while_serving(flag));
     }
-    Ok(Command::Serve(serve::parse(args)?))
+    Ok(Command::Serve(serve::parse(args, env)?))
 }
 
 #[cfg(test)]
@@ -493,6 +506,58 @@ mod tests {
                 "{args:?}"
             );
         }
+    }
+
+    #[test]
+    fn retries_come_from_flags_over_the_environment() {
+        let env = |name: &str| match name {
+            "REBUNO_DISPATCH_MAX_ATTEMPTS" => Some("3".to_owned()),
+            "REBUNO_DISPATCH_MAX_DELAY" => Some("1m".to_owned()),
+            _ => None,
+        };
+        let args = words(&[
+            "--dispatch-max-attempts",
+            "8",
+            "serve",
+            "--dispatch-base-delay=2s",
+        ]);
+        let Ok(Command::Serve(serve)) = parse(args, env) else {
+            panic!("not serving");
+        };
+        let seconds = std::time::Duration::from_secs;
+        let retry = serve.dispatch;
+        assert_eq!(retry.max_attempts, Some(8));
+        assert_eq!(
+            (retry.base_delay, retry.max_delay),
+            (Some(seconds(2)), Some(seconds(60)))
+        );
+        let Ok(Command::Serve(serve)) = parse(Vec::new(), env) else {
+            panic!("not serving");
+        };
+        assert_eq!(serve.dispatch.max_attempts, Some(3));
+        assert_eq!(serve.dispatch.base_delay, None);
+        let zero = usage_error(&["--dispatch-max-attempts", "0"]);
+        assert!(zero.starts_with("--dispatch-max-attempts is 0: "), "{zero}");
+        let soon = usage_error(&["serve", "--dispatch-max-delay", "soon"]);
+        assert!(soon.contains("\"soon\" is not a duration"), "{soon}");
+        let bad_env = |name: &str| (name == "REBUNO_DISPATCH_BASE_DELAY").then(|| "x".to_owned());
+        let Err(CliError::Usage(message)) = parse(Vec::new(), bad_env) else {
+            panic!("a bad REBUNO_DISPATCH_BASE_DELAY is a usage error");
+        };
+        assert!(
+            message.starts_with("REBUNO_DISPATCH_BASE_DELAY \"x\""),
+            "{message}"
+        );
+        // Only serving reads them: a client command runs whatever they hold.
+        assert!(parse(words(&["exec", "list"]), bad_env).is_ok());
+        let client = usage_error(&["exec", "list", "--dispatch-max-attempts", "3"]);
+        assert!(
+            client.starts_with(
+                "--dispatch-max-attempts is a serving option (rebuno-dev [serve] \
+                 --dispatch-max-attempts N)"
+            ),
+            "{client}"
+        );
     }
 
     #[test]

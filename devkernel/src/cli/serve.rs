@@ -1,11 +1,14 @@
-//! `rebuno-dev [--config FILE] [--addr HOST:PORT] [--data-dir DIR]`: the serve command's
-//! arguments.
+//! `rebuno-dev [--config FILE] [--addr HOST:PORT] [--data-dir DIR] [--dispatch-... VALUE]`:
+//! the serve command's arguments.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use super::CliError;
 use super::args::Scanned;
+use crate::dispatch_retry::{
+    BASE_DELAY, DispatchRetry, MAX_ATTEMPTS, MAX_DELAY, parse_attempts, parse_delay,
+};
 
 /// Arguments of the default command, serving the kernel.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,14 +20,32 @@ pub struct ServeArgs {
     /// Where the event log and the agent and API key registry persist; `None` (the
     /// default) keeps them in memory.
     pub data_dir: Option<PathBuf>,
+    /// Delivery retries from `--dispatch-max-attempts`, `--dispatch-base-delay` and
+    /// `--dispatch-max-delay`, else from `REBUNO_DISPATCH_MAX_ATTEMPTS`,
+    /// `REBUNO_DISPATCH_BASE_DELAY` and `REBUNO_DISPATCH_MAX_DELAY`; what neither gives comes
+    /// from the manifest, then the defaults (5, 1 s, 30 s).
+    pub dispatch: DispatchRetry,
 }
 
 /// The serving options, each taking a value; the top-level parser skips their values when it
 /// looks for the command group, so every one of them works with or without `serve`.
-pub(crate) const FLAGS: &[&str] = &["--config", "-c", "--addr", "-a", "--data-dir", "-d"];
+pub(crate) const FLAGS: &[&str] = &[
+    "--config",
+    "-c",
+    "--addr",
+    "-a",
+    "--data-dir",
+    "-d",
+    MAX_ATTEMPTS.flag,
+    BASE_DELAY.flag,
+    MAX_DELAY.flag,
+];
 
-/// Parses the serve flags.
-pub(crate) fn parse(args: &[String]) -> Result<ServeArgs, CliError> {
+/// Parses the serve flags; `env` reads the environment.
+pub(crate) fn parse(
+    args: &[String],
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<ServeArgs, CliError> {
     let scanned = Scanned::scan(args, FLAGS, &[])?;
     if let Some(extra) = scanned.positional.first() {
         return Err(CliError::Usage(format!("unknown argument {extra:?}")));
@@ -39,5 +60,30 @@ pub(crate) fn parse(args: &[String]) -> Result<ServeArgs, CliError> {
         config: scanned.value(&["--config", "-c"]).map(PathBuf::from),
         addr,
         data_dir: scanned.value(&["--data-dir", "-d"]).map(PathBuf::from),
+        dispatch: dispatch_retry(&scanned, env)?,
     })
+}
+
+/// The retry flags, over the environment's settings; a bad value is a usage error.
+fn dispatch_retry(
+    scanned: &Scanned,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<DispatchRetry, CliError> {
+    let flag = |name: &str| scanned.value(&[name]);
+    let flags = DispatchRetry {
+        max_attempts: flag(MAX_ATTEMPTS.flag)
+            .map(|text| parse_attempts(&text, MAX_ATTEMPTS.flag))
+            .transpose()
+            .map_err(CliError::Usage)?,
+        base_delay: flag(BASE_DELAY.flag)
+            .map(|text| parse_delay(&text, BASE_DELAY.flag))
+            .transpose()
+            .map_err(CliError::Usage)?,
+        max_delay: flag(MAX_DELAY.flag)
+            .map(|text| parse_delay(&text, MAX_DELAY.flag))
+            .transpose()
+            .map_err(CliError::Usage)?,
+    };
+    let from_env = DispatchRetry::from_env(env).map_err(CliError::Usage)?;
+    Ok(flags.or(from_env))
 }

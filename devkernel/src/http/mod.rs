@@ -6,6 +6,7 @@ mod api_keys;
 mod auth;
 mod body;
 mod client;
+mod dev;
 mod error;
 mod fork;
 mod metrics;
@@ -56,7 +57,8 @@ fn operator_routes() -> Router<Kernel> {
         .route("/v0/approvals/{id}/deny", post(admin::deny))
 }
 
-/// The client's execution routes: create, list, get, events, cancel, forks, the SSE stream.
+/// The client's execution routes: create, list, get, events, cancel, forks, the SSE stream,
+/// and the dev-only redelivery.
 fn execution_routes() -> Router<Kernel> {
     Router::new()
         .route("/v0/executions", post(client::create).get(client::list))
@@ -66,6 +68,7 @@ fn execution_routes() -> Router<Kernel> {
         .route("/v0/executions/{id}/fork", post(fork::fork))
         .route("/v0/executions/{id}/fork-points", get(fork::fork_points))
         .route("/v0/executions/{id}/stream", get(stream::subscribe))
+        .route("/v0/dev/executions/{id}/redeliver", post(dev::redeliver))
 }
 
 /// The agent's routes: steps, the execution's outcome, resources, step deltas.

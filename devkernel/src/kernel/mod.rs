@@ -88,9 +88,9 @@ impl Default for Config {
         Self {
             bearer_token: None,
             default_lease: Duration::from_secs(120),
-            max_attempts: 5,
-            backoff_base: Duration::from_secs(1),
-            backoff_cap: Duration::from_secs(30),
+            max_attempts: crate::dispatch_retry::DEFAULT_MAX_ATTEMPTS,
+            backoff_base: crate::dispatch_retry::DEFAULT_BASE_DELAY,
+            backoff_cap: crate::dispatch_retry::DEFAULT_MAX_DELAY,
             webhook_timeout: Duration::from_secs(30),
             approval_timeout: Duration::from_secs(15 * 60),
             sweep_interval: Duration::from_millis(500),

@@ -13,7 +13,7 @@
 //! ```
 
 mod bundle;
-mod duration;
+pub(crate) mod duration;
 mod glob;
 
 use std::time::Duration;

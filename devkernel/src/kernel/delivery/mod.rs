@@ -3,6 +3,7 @@
 //! expired leases and expires approvals.
 
 mod claim;
+mod force;
 mod post;
 mod sweep;
 
@@ -111,8 +112,9 @@ impl Kernel {
 
     /// Reclaims the live in-flight dispatch of an execution now and delivers the next attempt.
     /// Returns the new attempt number. With every worker busy, the dispatch waits for one like
-    /// any other (claimed then, as the attempt returned here).
-    pub(crate) fn redeliver(&self, execution_id: Uuid) -> Option<u32> {
+    /// any other (claimed then, as the attempt returned here). With `why`, the reclaim is
+    /// recorded as a lease expiry's is (`dispatch.reclaimed`, `error: why`).
+    pub(crate) fn redeliver(&self, execution_id: Uuid, why: Option<&str>) -> Option<u32> {
         let cell = self.store().execution(execution_id)?;
         let (dispatch_id, attempt) = {
             let mut state = cell.lock();
@@ -122,7 +124,7 @@ impl Kernel {
                 .rev()
                 .find(|d| d.status == DispatchStatus::InFlight)?;
             let (id, attempt) = (dispatch.id, dispatch.attempt);
-            sweep::reclaim(&mut state, id, None);
+            sweep::reclaim(&mut state, id, why);
             (id, attempt)
         };
         let worker = self.inner.workers.clone().try_acquire_owned();
