@@ -322,8 +322,17 @@ impl Agent {
             .set_metadata(&config.agent_id, &metadata)
             .await
         {
-            tracing::warn!(%error, "publishing agent metadata failed");
-            if error.kind() == crate::ErrorKind::Network {
+            let again = error.is_retryable();
+            tracing::warn!(
+                error = crate::error::error_chain(&error),
+                "could not publish this agent's description and schemas to the kernel{}",
+                if again {
+                    "; trying again on the next dispatch"
+                } else {
+                    ""
+                }
+            );
+            if again {
                 self.inner
                     .metadata_published
                     .store(false, Ordering::Release);

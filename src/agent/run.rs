@@ -33,7 +33,13 @@ pub(crate) async fn run_dispatch(
         Ok(execution) => execution,
         Err(error) => {
             crate::spans::record_stop(error.kind());
-            return log_stop(&kernel, agent_id, &error, "could not fetch the execution");
+            return log_stop(
+                &kernel,
+                agent_id,
+                &lease,
+                &error,
+                "could not fetch the execution",
+            );
         }
     };
     if execution.status.is_terminal() {
@@ -134,9 +140,8 @@ fn ending(context: &ExecutionContext, outcome: Result<Value, HandlerError>) -> E
         Some(stop) if stop.is_control_flow() => Ending::Stop(context.note(stop)),
         Some(refusal) => Ending::Failure(failure_reason(&HandlerError::from(refusal))),
         None => {
-            if error.as_rebuno().is_none() {
-                tracing::error!(%error, "handler failed");
-            }
+            // Logged with the reason, which carries this error, once the kernel has it.
+            tracing::debug!(%error, "handler failed");
             Ending::Failure(failure_reason(&error))
         }
     }
@@ -169,16 +174,17 @@ async fn record(context: &ExecutionContext, ending: Ending) {
                 .fail_execution(context.id(), context.lease(), &reason)
                 .await;
             if written.is_ok() {
+                // Warn: the run ended, as it should, but someone may want to look at why.
+                tracing::warn!(reason, "execution failed");
                 let span = tracing::Span::current();
                 span.record("outcome", "failed");
                 span.record("failure_reason", reason.as_str());
-                tracing::info!(reason, "execution failed");
             }
             written
         }
         Ending::Stop(stop) => {
             crate::spans::record_stop(stop.kind());
-            return tracing::info!(kind = ?stop.kind(), "dispatch ended without an outcome; the kernel goes on from here");
+            return log_without_outcome(context, stop.kind());
         }
     };
     if let Err(error) = &written {
@@ -188,13 +194,50 @@ async fn record(context: &ExecutionContext, ending: Ending) {
         log_stop(
             kernel,
             context.agent_id(),
+            context.lease(),
             &error,
             "could not record the outcome",
         );
     }
 }
 
-fn log_stop(kernel: &KernelClient, agent_id: &str, error: &Error, what: &str) {
+/// Says why a dispatch ended without completing or failing its execution (control flow, or a
+/// kernel that stopped answering), and what comes next: none of these is a failure.
+fn log_without_outcome(context: &ExecutionContext, kind: ErrorKind) {
+    let lease = context.lease().timeout.as_secs();
+    match kind {
+        ErrorKind::DeadlineReached if context.deadline_is_the_executions() => tracing::info!(
+            deadline_at = context.deadline_at().unwrap_or_default(),
+            "stopped before the execution's own deadline (deadline_at): no new step starts; the \
+             kernel cancels the execution when the deadline passes"
+        ),
+        ErrorKind::DeadlineReached => tracing::info!(
+            "yielded before the host's time limit, to resume on the next delivery: the kernel \
+             re-delivers once this dispatch's lease runs out (lease_timeout_seconds: {lease}) and \
+             the run replays its recorded steps"
+        ),
+        ErrorKind::Blocked => tracing::info!(
+            "paused: the execution waits (an approval, its subagents, a rate limit); the kernel \
+             re-delivers when it can go on"
+        ),
+        ErrorKind::LeaseSuperseded => {
+            tracing::info!("stopped: a newer delivery of this execution took over")
+        }
+        ErrorKind::Terminated => tracing::info!(
+            "stopped: the execution already ended elsewhere (completed, failed or cancelled)"
+        ),
+        ErrorKind::Network | ErrorKind::Timeout => tracing::info!(
+            "ended without an outcome, the kernel having stopped answering: it re-delivers once \
+             this dispatch's lease runs out (lease_timeout_seconds: {lease})"
+        ),
+        kind => tracing::info!(
+            ?kind,
+            "dispatch ended without an outcome; the kernel goes on from here"
+        ),
+    }
+}
+
+fn log_stop(kernel: &KernelClient, agent_id: &str, lease: &Lease, error: &Error, what: &str) {
     match error.kind() {
         ErrorKind::Terminated | ErrorKind::LeaseSuperseded => {
             tracing::debug!(%error, "{what}: dispatch no longer current")
@@ -202,8 +245,10 @@ fn log_stop(kernel: &KernelClient, agent_id: &str, error: &Error, what: &str) {
         _ => tracing::error!(
             error = error_chain(error),
             kernel = kernel.url(),
-            "{what}{}; the kernel will re-deliver",
-            hint(error.kind(), kernel, agent_id)
+            "{what}{}; the kernel re-delivers once this dispatch's lease runs out \
+             (lease_timeout_seconds: {})",
+            hint(error.kind(), kernel, agent_id),
+            lease.timeout.as_secs()
         ),
     }
 }

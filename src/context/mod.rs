@@ -98,6 +98,12 @@ fn earliest(host: Option<Deadline>, execution: Option<&str>) -> Option<Deadline>
     }
 }
 
+/// Whether `deadline` (from [`earliest`]) is the execution's `deadline_at`, not the host's.
+fn is_the_executions(deadline: Option<Deadline>, execution: Option<&str>) -> bool {
+    let own = execution.and_then(crate::rt::rfc3339::unix_millis);
+    matches!((own, deadline), (Some(at), Some(deadline)) if deadline.unix_millis() == at)
+}
+
 impl ExecutionContext {
     pub(crate) fn new(
         kernel: KernelClient,
@@ -309,10 +315,17 @@ impl ExecutionContext {
         let near = *lock(&self.inner.control) == Some(ErrorKind::DeadlineReached)
             || self.inner.deadline.is_some_and(|d| d.is_near(now));
         if near {
-            tracing::info!("deadline near: yielding before the next step");
+            // The run's end says it yielded, and what comes next (agent/run.rs).
+            tracing::debug!("deadline near: not starting this step");
             return Err(self.note(Error::deadline_reached()));
         }
         Ok(())
+    }
+
+    /// Whether the deadline the run stops at is the execution's own `deadline_at` (the kernel
+    /// then cancels the execution) rather than the host's (the kernel re-delivers): for the log.
+    pub(crate) fn deadline_is_the_executions(&self) -> bool {
+        is_the_executions(self.inner.deadline, self.inner.deadline_at.as_deref())
     }
 }
 
@@ -354,5 +367,18 @@ mod deadline_tests {
         assert!(alone.is_near(AT_MILLIS - 5_000), "the default margin");
         assert_eq!(earliest(Some(late_host), Some("soon")), Some(late_host));
         assert_eq!(earliest(None, None), None);
+    }
+
+    #[test]
+    fn the_log_tells_the_executions_deadline_from_the_hosts() {
+        let margin = std::time::Duration::from_secs(2);
+        let late_host = Deadline::at_unix_millis(AT_MILLIS + 60_000).margin(margin);
+        let early_host = Deadline::at_unix_millis(AT_MILLIS - 1).margin(margin);
+        let chosen = |host| earliest(host, Some(AT));
+        assert!(is_the_executions(chosen(Some(late_host)), Some(AT)));
+        assert!(is_the_executions(chosen(None), Some(AT)));
+        assert!(!is_the_executions(chosen(Some(early_host)), Some(AT)));
+        assert!(!is_the_executions(Some(late_host), None));
+        assert!(!is_the_executions(None, None));
     }
 }

@@ -195,7 +195,8 @@ impl KernelClient {
             path: &path,
             body: encode(metadata)?,
             lease: None,
-            replayable: Replayable::Yes,
+            // One try: the run waits on it, and a failure is tried again on the next dispatch.
+            replayable: Replayable::Never,
         };
         self.send(call).await.map(drop)
     }

@@ -53,7 +53,7 @@ impl Exchange {
                 return finish(outcome);
             }
             match uri {
-                Some(uri) => log_first_failure(&uri, &outcome, self.retry.attempts),
+                Some(uri) => log_first_failure(&uri, &outcome, &self.retry),
                 None => tracing::debug!(tries, "kernel request failed; retrying"),
             }
             crate::observe::kernel_retry();
@@ -68,29 +68,39 @@ impl Exchange {
 fn log_first_failure(
     uri: &http::Uri,
     outcome: &std::result::Result<http::Response<Bytes>, TransportError>,
-    attempts: u32,
+    retry: &RetryPolicy,
 ) {
     let kernel = format!(
         "{}://{}",
         uri.scheme_str().unwrap_or("http"),
         uri.authority().map_or("", |authority| authority.as_str())
     );
+    let retrying = retrying(retry);
     match outcome {
         Ok(response) => tracing::warn!(
-            kernel,
             path = uri.path(),
             status = response.status().as_u16(),
-            "the kernel answered {}; retrying (up to {attempts} tries)",
+            "the kernel at {kernel} answered {}; {retrying}",
             response.status()
         ),
         Err(error) => tracing::warn!(
-            kernel,
             path = uri.path(),
             error = crate::error::error_chain(error),
-            "the kernel at {kernel} did not answer; retrying (up to {attempts} tries): check \
-             REBUNO_URL if this persists"
+            "the kernel at {kernel} did not answer; {retrying}: if this persists, check that \
+             REBUNO_URL is the kernel's URL and that this host can reach it"
         ),
     }
+}
+
+/// `retrying for about 8 s (6 tries)`: how long the retries of `retry` wait in all.
+fn retrying(retry: &RetryPolicy) -> String {
+    let waits: Duration = (1..retry.attempts).map(|n| retry.delay(n)).sum();
+    let about = if waits < Duration::from_secs(1) {
+        format!("{} ms", waits.as_millis())
+    } else {
+        format!("{:.0} s", waits.as_secs_f64())
+    };
+    format!("retrying for about {about} ({} tries)", retry.attempts)
 }
 
 /// A kernel request that got no answer.
@@ -106,4 +116,20 @@ fn finish(
         return Err(error_from_response(response.status(), response.body()));
     }
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_failure_says_how_long_the_retries_last() {
+        let policy = RetryPolicy::default();
+        assert_eq!(retrying(&policy), "retrying for about 8 s (6 tries)");
+        let short = RetryPolicy {
+            attempts: 2,
+            ..policy
+        };
+        assert_eq!(retrying(&short), "retrying for about 250 ms (2 tries)");
+    }
 }

@@ -22,6 +22,7 @@ mod lease;
 mod llm;
 mod llm_gateway;
 mod llm_stub_selftest;
+mod logs;
 mod mcp;
 mod metadata;
 mod policy;

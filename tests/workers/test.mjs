@@ -10,6 +10,7 @@
 // rotel (an OpenTelemetry collector) forwarding to tests/otlp/recorder.py, both from the venv
 // whose python is OTLP_PYTHON (scripts/interop-venv.sh; run.sh sets it). The MCP test runs
 // tests/mcp/fixture_server.py from the venv whose python is MCP_PYTHON (tests/mcp/setup.sh).
+// A fourth, whose REBUNO_URL names a closed port, shows what an unreachable kernel logs.
 // What each Worker logs to the console (workerd's structured logs) is kept per agent, printed
 // for a failing test, and printed as it comes with WORKERS_LOGS=1. Prints one line per test and
 // closes with "N passed, M failed".
@@ -35,6 +36,9 @@ const AGENT_IDLE = "workers-do-idle";
 const IDLE_RUN_MS = 150_000;
 const IDLE_TEST =
   "Durable Object mode: a 150 s run outlives the idle eviction (70–140 s after the object's last request) on its alarm heartbeat, in one delivery";
+// The same Worker with a wrong REBUNO_URL (a closed port): the kernel reaches it, it never
+// reaches the kernel.
+const AGENT_LOST = "workers-lost-kernel";
 // The same Worker with OTEL_EXPORTER_OTLP_ENDPOINT: it exports its runs over OTLP.
 const AGENT_OTEL = "workers-otel";
 const OTEL_SERVICE = "workers-e2e";
@@ -444,8 +448,9 @@ function assert(condition, message) {
 }
 
 /**
- * What the Workers logged to the console, in order, as `{ agent, level, message }` (workerd's
- * structured logs: `level` is the console method, `log` for `console.log`).
+ * What the Workers logged to the console, in order, as `{ agent, level, message, at }`
+ * (workerd's structured logs: `level` is the console method, `log` for `console.log`; `at`
+ * when it came, in `performance.now()` ms).
  */
 const consoleLines = [];
 
@@ -453,7 +458,7 @@ const consoleLines = [];
 const keepConsole =
   (agent) =>
   ({ level, message }) => {
-    consoleLines.push({ agent, level, message });
+    consoleLines.push({ agent, level, message, at: performance.now() });
     if (process.env.WORKERS_LOGS) console.error(`[workerd ${agent}] ${level}: ${message}`);
   };
 
@@ -761,6 +766,65 @@ const tests = [
     },
   ],
   [
+    "logs: an unreachable kernel (a wrong REBUNO_URL) is named with its URL at the first failure, and again when the run gives up",
+    async ({ kernel, lostProxy, lostUrl }) => {
+      const created = await createExecution(kernel, { text: "is anybody there" }, AGENT_LOST);
+      let delivery;
+      for (let i = 0; i < 400 && !delivery; i++) {
+        delivery = lostProxy.deliveries.find((d) => d.body.includes(created.id));
+        if (!delivery) await sleep(25);
+      }
+      assert(delivery?.status === 200, `delivery ${JSON.stringify(delivery)}`);
+      const mine = (level) => (l) => l.level === level && l.message.includes(created.id) && l.message.includes(lostUrl);
+      // At the first failed request, not after its retries (about 8 s).
+      const first = await logged(AGENT_LOST, 5_000, mine("warn"));
+      const after = first.at - delivery.at;
+      assert(after < 2_000, `the first warn came ${after.toFixed(0)} ms after the delivery: ${first.message}`);
+      assert(first.message.includes("REBUNO_URL"), `no REBUNO_URL in: ${first.message}`);
+      // When the run gives up (its two kernel requests retried, about 16 s): the fix again,
+      // and what happens next.
+      const last = await logged(AGENT_LOST, 25_000, mine("error"));
+      assert(
+        last.message.includes("could not fetch the execution") && last.message.includes("REBUNO_URL") && last.message.includes("re-deliver"),
+        `the last line: ${last.message}`,
+      );
+      await fetch(`${kernel.url}/v0/executions/${created.id}/cancel`, { method: "POST" });
+      const gaveUp = ((last.at - delivery.at) / 1000).toFixed(1);
+      return `warn ${after.toFixed(0)} ms after the delivery: "${first.message}"; error ${gaveUp} s after it: "${last.message}"`;
+    },
+  ],
+  [
+    "logs: a deadline yield is logged as a yield (info: it resumes on the next delivery), and each run's outcome: completed, or failed with its reason",
+    async ({ kernel }) => {
+      // As in the yield test below: `checked_at` would start past the 6 s budget's 3 s margin.
+      const slow = await createExecution(kernel, { text: "slow and steady", work_ms: 3500 });
+      const wrong = await createExecution(kernel, { nothing: "to analyze" });
+      const [slowDone, wrongDone] = await Promise.all([waitTerminal(kernel, slow.id, 40_000), waitTerminal(kernel, wrong.id, 20_000)]);
+      assert(slowDone.status === "completed", `status ${slowDone.status}: ${JSON.stringify(slowDone)}`);
+      assert(wrongDone.status === "failed", `status ${wrongDone.status}: ${JSON.stringify(wrongDone)}`);
+      const about = (id, text) => (l) => l.message.includes(id) && l.message.includes(text);
+      const yielded = await logged(AGENT, 5_000, about(slow.id, "yielded"));
+      assert(
+        yielded.level === "log" &&
+          yielded.message.startsWith("INFO ") &&
+          yielded.message.includes("time limit") &&
+          yielded.message.includes("next delivery") &&
+          yielded.message.includes("lease_timeout_seconds: 10"),
+        `the yield: ${yielded.level}: ${yielded.message}`,
+      );
+      const completed = await logged(AGENT, 5_000, about(slow.id, "execution completed"));
+      assert(completed.level === "log" && completed.message.includes("attempt=2"), `${completed.level}: ${completed.message}`);
+      const loud = consoleLines.filter((l) => l.agent === AGENT && l.message.includes(slow.id) && l.level !== "log");
+      assert(loud.length === 0, `a yield is no failure, yet: ${JSON.stringify(loud)}`);
+      const failed = await logged(AGENT, 5_000, about(wrong.id, "execution failed"));
+      assert(
+        failed.level === "warn" && failed.message.startsWith("WARN ") && failed.message.includes("input_invalid"),
+        `the failure: ${failed.level}: ${failed.message}`,
+      );
+      return `"${yielded.message}"; "${completed.message}"; "${failed.message}"`;
+    },
+  ],
+  [
     "a run past its deadline margin yields and resumes on re-delivery, nothing run twice",
     async ({ kernel, proxy }) => {
       // tool at ~0 s, `work` runs 0.1–3.6 s; `checked_at` would start at 3.6 s > 6 s − 3 s margin.
@@ -1059,15 +1123,27 @@ async function main() {
     const otelPort = await freePort();
     const otelProxy = await startProxy(`http://127.0.0.1:${otelPort}`);
     cleanup.push(() => otelProxy.server.close());
+    const lostPort = await freePort();
+    const lostProxy = await startProxy(`http://127.0.0.1:${lostPort}`);
+    cleanup.push(() => lostProxy.server.close());
+    // Where the lost Worker looks for the kernel: a port free a moment ago, closed.
+    const lostUrl = `http://127.0.0.1:${await freePort()}`;
     const receiver = OTLP_PYTHON ? await startReceiver(OTLP_PYTHON) : null;
     if (receiver) cleanup.push(() => receiver.stop());
     const mcp = MCP_PYTHON ? await startMcpFixture(MCP_PYTHON) : null;
     if (mcp) cleanup.push(() => mcp.stop());
     const kernel = await startKernel(
-      { [AGENT]: proxy.url, [AGENT_DO]: doProxy.url, [AGENT_OTEL]: otelProxy.url, [AGENT_IDLE]: idleProxy.url },
+      {
+        [AGENT]: proxy.url,
+        [AGENT_DO]: doProxy.url,
+        [AGENT_OTEL]: otelProxy.url,
+        [AGENT_IDLE]: idleProxy.url,
+        [AGENT_LOST]: lostProxy.url,
+      },
       { [AGENT]: MCP_POLICY },
-      // A reclaim of an evicted run comes 30 s after its last lease heartbeat.
-      { [AGENT_IDLE]: 30 },
+      // A reclaim of an evicted run comes 30 s after its last lease heartbeat. The lost
+      // Worker's run gives up after its retries (about 16 s), before its lease runs out.
+      { [AGENT_IDLE]: 30, [AGENT_LOST]: 30 },
     );
     cleanup.push(() => kernel.child.kill());
     const worker = (port, agentId, extra, vars = {}) =>
@@ -1106,14 +1182,18 @@ async function main() {
     // still seeing every span: the logging test checks that no info line comes.
     const mfOtel = worker(otelPort, AGENT_OTEL, {}, { ...otelVars, RUST_LOG: "warn" });
     cleanup.push(() => mfOtel.dispose());
+    // The lost Worker: REBUNO_URL names a port nobody listens on.
+    const mfLost = worker(lostPort, AGENT_LOST, {}, { REBUNO_URL: lostUrl });
+    cleanup.push(() => mfLost.dispose());
     const started = performance.now();
     const ready = await mf.ready;
     await mfDo.ready;
     await mfOtel.ready;
     await mfIdle.ready;
+    await mfLost.ready;
     console.log(`workerd ready at ${ready} in ${(performance.now() - started).toFixed(0)} ms`);
     const doWorker = `http://127.0.0.1:${doPort}`;
-    const context = { kernel, proxy, doProxy, doWorker, mf, mfDo, stub, otelProxy, receiver, mcp, idleProxy };
+    const context = { kernel, proxy, doProxy, doWorker, mf, mfDo, stub, otelProxy, receiver, mcp, idleProxy, lostProxy, lostUrl };
     // The long run goes on while the other tests run; its test, the last, waits for it.
     if (selected(IDLE_TEST)) {
       const input = { text: "a long quiet run", work_ms: IDLE_RUN_MS };
