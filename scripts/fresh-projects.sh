@@ -4,32 +4,42 @@
 # scripts/fresh/extract.py): the README's quick starts, each running one execution against
 # rebuno-dev, and a new user's walkthrough, whose tests run.
 #
-#   scripts/fresh-projects.sh                 # axum hyper lambda worker walkthrough
+#   scripts/fresh-projects.sh                 # axum hyper lambda worker worker-do walkthrough
 #   scripts/fresh-projects.sh axum hyper      # some of them
 #
-# axum and hyper: the server serves the webhook, the execution completes, SIGTERM drains and
-# exits 0 (and axum's own route still answers). lambda: `cargo lambda build --release`,
-# `cargo lambda deploy --dry` (which must not print a secret), then the bootstrap under the
-# freezing lambda-simulator. worker: `worker-build --release`, then a run in workerd. The
-# lambda and worker hosts need the tools .ci/run installs (cargo-lambda; worker-build,
-# wasm-bindgen-cli and tests/workers' npm packages). walkthrough: the testing guide's crate
-# (devkernel/docs/testing.md, "A whole crate": a triage agent with a durable LLM call against a
-# loopback stub, tools of both idempotencies, a local step and a policy with an approval) with,
-# beside its own four tests, every test snippet of the guide and of the README as a
-# `#[tokio::test]`, all run by `cargo test` with only the dependencies its Cargo.toml declares.
+# Every host also runs the README's "Run it against the dev kernel" block for it (`dev.sh`, with
+# its `dev.yaml`) as written, on free ports instead of the README's (8080, 3000, 9000, 8787),
+# with this workspace's rebuno-dev first on PATH: the kernel and the agent in the background,
+# then `rebuno-dev exec create hello '"Ada"' --watch`, which must complete with "hello, Ada".
+#
+# axum and hyper: besides, the server serves the webhook, SIGTERM drains and exits 0 (and axum's
+# own route still answers). lambda: `cargo lambda build`, `cargo lambda deploy --dry` (which must
+# not print a secret), the bootstrap under the freezing lambda-simulator, then the walkthrough
+# under `cargo lambda watch`. worker and worker-do (Durable Object mode): the README's tool
+# command (`tools.sh`, with `npm install` served offline by tests/workers' node_modules, whose
+# versions must be the ones the README's package.json pins), then the walkthrough under
+# `npx wrangler dev --local`, which builds the project with its wrangler.toml's `[build]`
+# command; the Worker's console must show the run (`run started`), and the module's gzipped size
+# must be within 10% of the figure the README states. They need the tools .ci/run installs
+# (cargo-lambda; worker-build, wasm-bindgen-cli and tests/workers' npm packages). walkthrough:
+# the testing guide's crate (devkernel/docs/testing.md, "A whole crate": a triage agent with a
+# durable LLM call against a loopback stub, tools of both idempotencies, a local step and a
+# policy with an approval) with, beside its own four tests, every test snippet of the guide and
+# of the README as a `#[tokio::test]`, all run by `cargo test` with only the dependencies its
+# Cargo.toml declares.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${FRESH_DIR:-$root/target/fresh}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
 hosts=("$@")
-[ ${#hosts[@]} -gt 0 ] || hosts=(axum hyper lambda worker walkthrough)
+[ ${#hosts[@]} -gt 0 ] || hosts=(axum hyper lambda worker worker-do walkthrough)
 secret="fresh-secret"
 pids=()
 
 say() { printf '==> %s\n' "$*" >&2; }
 fail() { printf 'FAIL: %s\n' "$*" >&2; exit 1; }
-cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; }
+cleanup() { for pid in "${pids[@]}"; do kill -- "$pid" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -70,6 +80,29 @@ prepare() { # prepare HOST: the project dir, with the workspace's lock file for 
   echo "$dir"
 }
 
+# walk HOST [TIMEOUT]: the README's dev-kernel walkthrough of HOST (its dev.sh and dev.yaml), as
+# written but on free ports, in a session of its own (killed whole afterwards); its output in
+# $out/HOST-dev.log, which must show the execution completed with "hello, Ada".
+walk() {
+  local host="$1" limit="${2:-600}" dir kernel agent log pid status=0
+  dir="$out/$host"
+  kernel="$(free_port)"
+  agent="$(free_port)"
+  log="$out/$host-dev.log"
+  sed -E -i "s/\b8080\b/$kernel/g; s/\b(3000|8787|9000)\b/$agent/g" "$dir/dev.sh" "$dir/dev.yaml"
+  say "$host: the README's walkthrough against rebuno-dev (log: $log)"
+  (cd "$dir" && PATH="$(dirname "$dev"):$PATH" \
+    exec setsid timeout "$limit" bash dev.sh) >"$log" 2>&1 &
+  pid=$!
+  pids+=("-$pid")
+  wait "$pid" || status=$?
+  kill -- "-$pid" 2>/dev/null || true
+  grep -qF '"output":"hello, Ada"' "$log" && [ "$status" -eq 0 ] ||
+    fail "$host: the walkthrough did not complete (exit $status); the end of $log:
+$(tail -n 40 "$log")"
+  say "$host: the walkthrough's execution completed: \"hello, Ada\""
+}
+
 server_host() { # server_host HOST
   local host="$1" dir port pid status
   dir="$(prepare "$host")"
@@ -94,6 +127,7 @@ server_host() { # server_host HOST
   [ "$status" -eq 0 ] || fail "$host exited $status after SIGTERM"
   say "$host: SIGTERM drained and exited 0"
   kill "$kernel_pid"
+  walk "$host"
 }
 
 lambda_host() {
@@ -114,22 +148,64 @@ lambda_host() {
   (cd "$root" && REBUNO_LAMBDA_BOOTSTRAP="$CARGO_TARGET_DIR/lambda/hello-lambda/bootstrap" \
     REBUNO_LAMBDA_AGENT=hello REBUNO_LAMBDA_INPUT='"Ada"' REBUNO_LAMBDA_OUTPUT='"hello, Ada"' \
     cargo test --quiet -p rebuno-lambda --test simulator -- --ignored packaged_bootstrap_completes_one_execution)
+  walk lambda
 }
 
-worker_host() {
-  local dir
-  dir="$(prepare worker)"
+# npm_offline DIR: a directory with an `npm` for the README's tool command: `npm install` links
+# tests/workers' node_modules (npm ci'd from its lock) into the project, after checking that each
+# package the project's package.json pins is installed there at that version.
+npm_offline() {
+  local shim="$out/npm-offline"
+  mkdir -p "$shim"
+  cat >"$shim/npm" <<SHIM
+#!/usr/bin/env bash
+set -euo pipefail
+[ "\$*" = install ] || exec "$(command -v npm)" "\$@"
+node -e '
+const fs = require("fs");
+const pinned = JSON.parse(fs.readFileSync("package.json", "utf8")).devDependencies;
+for (const [name, version] of Object.entries(pinned)) {
+  const have = JSON.parse(fs.readFileSync("$root/tests/workers/node_modules/" + name + "/package.json", "utf8")).version;
+  if (have !== version) throw new Error(\`package.json pins \${name} \${version}, tests/workers has \${have}: keep them equal\`);
+}'
+ln -sfn "$root/tests/workers/node_modules" node_modules
+echo "npm install: linked tests/workers/node_modules (offline)"
+SHIM
+  chmod +x "$shim/npm"
+  echo "$shim"
+}
+
+worker_host() { # worker_host HOST: worker or worker-do
+  local host="$1" dir shim size stated
+  dir="$(prepare "$host")"
   [ -d "$root/tests/workers/node_modules" ] ||
     (cd "$root/tests/workers" && npm ci --no-audit --no-fund --loglevel=error)
-  say "worker: cargo check (the project's .cargo/config.toml targets wasm32)"
-  (cd "$dir" && cargo check --quiet)
-  say "worker: worker-build --release"
-  (cd "$dir" && WASM_BINDGEN_BIN="$(command -v wasm-bindgen)" \
-    WASM_OPT_BIN="$root/tests/workers/node_modules/.bin/wasm-opt" \
-    ESBUILD_BIN="$root/tests/workers/node_modules/.bin/esbuild" \
-    worker-build --release >/dev/null)
-  say "worker: one execution in workerd"
-  (cd "$root/tests/workers" && REBUNO_DEV_BIN="$dev" node fresh.mjs "$dir/build")
+  shim="$(npm_offline)"
+  say "$host: the README's tool command: $(cat "$dir/tools.sh")"
+  (cd "$dir" && PATH="$shim:$PATH" bash -e tools.sh)
+  if [ "$host" = worker ]; then
+    say "worker: cargo check (the project's .cargo/config.toml targets wasm32)"
+    (cd "$dir" && cargo check --quiet)
+  fi
+  walk "$host" 1200 # wrangler dev builds it first: worker-build --release, from its wrangler.toml
+  grep -qE 'execution_id=.*run started|run started.*execution_id=' "$out/$host-dev.log" ||
+    fail "$host: wrangler dev's console showed no \`run started\` line: does the quick start call init_logging?"
+  size="$(gzip -9 -c "$dir/build/index_bg.wasm" | wc -c)"
+  stated="$(stated_size "$host")"
+  say "$host: build/index_bg.wasm is $(($(wc -c <"$dir/build/index_bg.wasm") / 1024)) KiB, $((size / 1024)) KiB gzipped (the README states about $stated KiB)"
+  [ "$size" -le $((stated * 1024 * 11 / 10)) ] ||
+    fail "$host: the module is $((size / 1024)) KiB gzipped, more than 10% over the README's $stated KiB"
+}
+
+# stated_size HOST: the gzipped module size, in KiB, that the README states for HOST.
+stated_size() {
+  local pattern
+  case "$1" in
+    worker) pattern='The module, `build/index_bg.wasm`, is about ([0-9]+) KiB gzipped' ;;
+    worker-do) pattern='Its module is about ([0-9]+) KiB gzipped' ;;
+  esac
+  python3 -c 'import re,sys; m=re.search(sys.argv[1], open(sys.argv[2]).read()); print(m.group(1) if m else 0)' \
+    "$pattern" "$root/README.md"
 }
 
 # The testing guide's crate: its tests, and the docs' test snippets as tests of a new crate.
@@ -146,12 +222,14 @@ python3 "$root/scripts/fresh/extract.py" "$out" "$root/README.md" "$root/devkern
 cargo build --quiet --manifest-path "$root/Cargo.toml" -p rebuno-devkernel --bin rebuno-dev
 dev="$CARGO_TARGET_DIR/debug/rebuno-dev"
 for host in "${hosts[@]}"; do
+  started=$SECONDS
   case "$host" in
     axum | hyper) server_host "$host" ;;
     lambda) lambda_host ;;
-    worker) worker_host ;;
+    worker | worker-do) worker_host "$host" ;;
     walkthrough) walkthrough_project ;;
-    *) fail "unknown project $host (axum, hyper, lambda, worker, walkthrough)" ;;
+    *) fail "unknown project $host (axum, hyper, lambda, worker, worker-do, walkthrough)" ;;
   esac
+  say "$host: passed in $((SECONDS - started)) s"
 done
 say "fresh projects: ${hosts[*]} passed"

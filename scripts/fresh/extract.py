@@ -3,7 +3,8 @@
 
     scripts/fresh/extract.py OUT DOC...      # e.g. OUT README.md devkernel/docs/testing.md
 
-Every fenced block preceded by `<!-- fresh: PROJECT/PATH -->` becomes OUT/PROJECT/PATH. A
+Every fenced block preceded by `<!-- fresh: PROJECT/PATH -->` becomes OUT/PROJECT/PATH (a block
+two projects share names both: `<!-- fresh: a/PATH b/PATH -->`). A
 Rust block is written as rustdoc compiles it: its hidden `# ` lines shown. Registry
 dependencies on this workspace's crates (`rebuno = "0.1"`) become path dependencies with the
 same (default) features, and each Cargo.toml gets an empty `[workspace]` so it builds on its own.
@@ -27,7 +28,7 @@ CRATES = {
     "rebuno-workers": "adapters/workers",
     "rebuno-devkernel": "devkernel",
 }
-BLOCK = re.compile(r"<!-- fresh: (\S+) -->\n```([^\n]*)\n(.*?)\n```", re.S)
+BLOCK = re.compile(r"<!-- fresh: (\S+(?: \S+)*) -->\n```([^\n]*)\n(.*?)\n```", re.S)
 TOKIO_MAIN = re.compile(r"#\[tokio::main\]\s*async fn main\(\)")
 
 
@@ -78,23 +79,29 @@ def main() -> int:
         if not blocks:
             print(f"no `<!-- fresh: ... -->` blocks in {doc}", file=sys.stderr)
             return 1
-        for mark, fence, body in blocks:
-            path, _, name = mark.partition("#")
-            where = f"{doc}: fresh: {mark}"
-            text = unhide(body) if fence.startswith("rust") else body
-            if name:
-                text = as_test(name, text, where)
-            elif path.endswith("Cargo.toml"):
-                text = localize(text + "\n")
-            parts = files.setdefault(out / path, [])
-            if parts and not name:
-                raise SystemExit(f"{where}: {path} is marked twice")
-            parts.append(text + ("" if text.endswith("\n") else "\n"))
+        for marks, fence, body in blocks:
+            for mark in marks.split():
+                add(files, out, doc, mark, fence, body)
     for target, parts in files.items():
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text("\n".join(parts))
         print(f"wrote {target}")
     return 0
+
+
+def add(files: dict[Path, list[str]], out: Path, doc: Path, mark: str, fence: str, body: str) -> None:
+    """Adds one block to the file its mark names (a test module, or the whole file)."""
+    path, _, name = mark.partition("#")
+    where = f"{doc}: fresh: {mark}"
+    text = unhide(body) if fence.startswith("rust") else body
+    if name:
+        text = as_test(name, text, where)
+    elif path.endswith("Cargo.toml"):
+        text = localize(text + "\n")
+    parts = files.setdefault(out / path, [])
+    if parts and not name:
+        raise SystemExit(f"{where}: {path} is marked twice")
+    parts.append(text + ("" if text.endswith("\n") else "\n"))
 
 
 if __name__ == "__main__":

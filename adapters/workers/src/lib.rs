@@ -127,8 +127,16 @@
 //! }
 //! ```
 //!
-//! with, in `wrangler.toml` (the crate also needs `wasm-bindgen` as a dependency, the version
-//! `worker` uses, for the macro):
+//! `#[durable_object]` expands to wasm-bindgen code, so the crate needs `wasm-bindgen` as a
+//! dependency of its own, at the version of the wasm-bindgen CLI that builds it:
+//!
+//! ```toml
+//! [dependencies]
+//! wasm-bindgen = "=0.2.130" # cargo install wasm-bindgen-cli@0.2.130
+//! worker = { version = "0.8.7", features = ["http"] }
+//! ```
+//!
+//! and, in `wrangler.toml`, the binding and its class:
 //!
 //! ```toml
 //! [[durable_objects.bindings]]
@@ -165,9 +173,14 @@
 //!
 //! # Deploying
 //!
-//! Build with `worker-build --release` and deploy with `wrangler deploy`; set the kernel's
-//! `webhook_url` for the agent to the Worker's URL. See `deploy/workers/README.md` in the
-//! repository.
+//! The repository's README has two complete new projects, `wait_until` and Durable Object mode
+//! (`Cargo.toml` with its size profile, `package.json`, `wrangler.toml`, `src/lib.rs`), and
+//! the one command that installs their tools from crates.io and npm (worker-build 0.8.7,
+//! wasm-bindgen-cli 0.2.130, and wrangler, wasm-opt and esbuild through `npm install`), so
+//! that `worker-build --release` downloads nothing. `npx wrangler dev --local` runs the Worker
+//! on your machine (its log lines in that terminal), `npx wrangler deploy` deploys it; set
+//! the kernel's `webhook_url` for the agent to the Worker's URL. See `deploy/workers/README.md`
+//! in the repository for the limits, the logs (`wrangler tail`) and leases.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // The Workers items the docs link to exist only on wasm32.
