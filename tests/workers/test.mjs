@@ -10,7 +10,9 @@
 // rotel (an OpenTelemetry collector) forwarding to tests/otlp/recorder.py, both from the venv
 // whose python is OTLP_PYTHON (scripts/interop-venv.sh; run.sh sets it). The MCP test runs
 // tests/mcp/fixture_server.py from the venv whose python is MCP_PYTHON (tests/mcp/setup.sh).
-// A fourth, whose REBUNO_URL names a closed port, shows what an unreachable kernel logs.
+// A fourth, whose REBUNO_URL names a closed port, shows what an unreachable kernel logs. A
+// fifth, which the kernel reaches with no proxy in between, is stopped and started again on
+// its port mid-run, as a `wrangler dev` restart does.
 // What each Worker logs to the console (workerd's structured logs) is kept per agent, printed
 // for a failing test, and printed as it comes with WORKERS_LOGS=1. Prints one line per test and
 // closes with "N passed, M failed".
@@ -39,6 +41,26 @@ const IDLE_TEST =
 // The same Worker with a wrong REBUNO_URL (a closed port): the kernel reaches it, it never
 // reaches the kernel.
 const AGENT_LOST = "workers-lost-kernel";
+// The same Worker in a runtime of its own that a test stops and starts again on the same port,
+// as a `wrangler dev` restart does; the kernel delivers to it with no proxy in between, so it
+// meets the refused port itself.
+const AGENT_RESTART = "workers-restart";
+// Its lease, the smallest the kernel takes (below 10 means the default, 120 s).
+const RESTART_LEASE_S = 10;
+// The outage budget of deploy/workers/README.md ("Outages and leases") with the kernel's
+// default 5 attempts: after the lease expires, attempts 2–5 go out at once and 2, 4, 8 s
+// apart (each delay plus up to 25 % jitter), so the last one leaves 14 s or more after it.
+const RESTART_RETRY_S = 14;
+// How long the runtime stays down after the kill. The lease ran from its last renewal,
+// between lease/3 before the kill (the SDK heartbeats every third of the lease) and the kill:
+// it expires 6.7–10 s after the kill, the last attempt goes out 20.7–24 s after it, and the
+// runtime is back (16 s plus its start, about 1 s) at least ~3.5 s before that, after two or
+// three attempts have met the refused port. The test states the margin it had, from the
+// kernel's reclaim time.
+const RESTART_OUTAGE_MS = 16_000;
+// The Worker's limits as `wrangler dev` runs it (the SDK's defaults), not the short ones of
+// the other Workers: the whole run fits one delivery, and only the outage uses attempts.
+const RESTART_VARS = { REBUNO_WAIT_UNTIL_SECONDS: "30", REBUNO_DEADLINE_MARGIN_SECONDS: "10" };
 // The same Worker with OTEL_EXPORTER_OTLP_ENDPOINT: it exports its runs over OTLP.
 const AGENT_OTEL = "workers-otel";
 const OTEL_SERVICE = "workers-e2e";
@@ -507,6 +529,35 @@ function ackedAttempts(log, attempts) {
   }
   assert(acked.every((a) => attempts.includes(a)), `acks of unknown attempts: ${JSON.stringify(acked)}`);
   return acked.includes(last) ? "every ack logged" : `attempt ${last} ended before its ack returned`;
+}
+
+/**
+ * The execution and dispatch events of `log`, one line each with its attempt, its error or
+ * reason, and when it came in seconds from `from` (ms since the epoch), joined by "; ".
+ */
+function deliveryStory(log, from) {
+  const type = (e) => e.type ?? e.kind;
+  return log
+    .filter((e) => type(e).startsWith("dispatch.") || type(e).startsWith("execution."))
+    .map((e) => {
+      const p = e.payload ?? {};
+      const what = [p.attempt != null ? `attempt ${p.attempt}` : "", p.error ?? p.http_status ?? p.reason ?? ""];
+      const detail = what.filter(Boolean).join(", ");
+      const ms = Date.parse(e.occurred_at) - from;
+      return `${type(e)}${detail ? ` (${detail})` : ""} ${ms >= 0 ? "+" : ""}${(ms / 1000).toFixed(1)} s`;
+    })
+    .join("; ");
+}
+
+/** What connecting to the loopback `port` meets: "open", or the error's code (ECONNREFUSED…). */
+function connectOutcome(port) {
+  return new Promise((ok) => {
+    const socket = connect(port, "127.0.0.1", () => {
+      socket.end();
+      ok("open");
+    });
+    socket.once("error", (error) => ok(error.code));
+  });
 }
 
 /**
@@ -1031,6 +1082,82 @@ const tests = [
     },
   ],
   [
+    "a `wrangler dev` restart mid-run (runtime stopped, port refusing) within the outage budget loses nothing: lease reclaimed, the attempts meeting the refused port failed, a later one acked, the run completed, no step run twice",
+    async ({ kernel, restartWorker }) => {
+      const type = (e) => e.type ?? e.kind;
+      const at = (e) => Date.parse(e.occurred_at);
+      // The tool and `work` (1 s) are recorded, then a 3 s pause outside any step: the runtime
+      // is stopped during it, with the run in flight and nothing recorded lost.
+      const input = { text: "through a wrangler dev restart", work_ms: 1000, pause_ms: 3000 };
+      const created = await createExecution(kernel, input, AGENT_RESTART);
+      const workDone = (recorded) => recorded.some((s) => s.target === "work" && s.status === "succeeded");
+      let recorded = [];
+      for (let i = 0; i < 200 && !workDone(recorded); i++) {
+        await sleep(50);
+        recorded = await steps(kernel, created.id);
+      }
+      assert(workDone(recorded), `steps ${JSON.stringify(recorded)}`);
+      await sleep(300);
+      const killedAt = Date.now();
+      await restartWorker.stop();
+      const probe = await connectOutcome(restartWorker.port);
+      assert(probe === "ECONNREFUSED", `the stopped Worker's port: ${probe}`);
+      await sleep(killedAt + RESTART_OUTAGE_MS - Date.now());
+      const startingAt = Date.now();
+      await restartWorker.start();
+      const backAt = Date.now();
+      const done = await waitTerminal(kernel, created.id, 30_000);
+      const log = await events(kernel, created.id);
+      const rel = (ms) => `${ms >= 0 ? "+" : ""}${(ms / 1000).toFixed(1)} s`;
+      const excerpt = deliveryStory(log, killedAt);
+      const story = `events, from the kill: ${excerpt}; down ${rel(startingAt - killedAt)}, back ${rel(backAt - killedAt)}`;
+      assert(done.status === "completed", `status ${done.status} ${done.failure_reason ?? ""}; ${story}`);
+      assert(done.output?.words === 5 && done.output?.worked_ms === 1000, `output ${JSON.stringify(done.output)}`);
+      // `checked_at` ran in the restarted runtime, after the replay of the tool and `work`.
+      assert(done.output?.checked_at >= startingAt, `checked_at ${rel(done.output?.checked_at - killedAt)}; ${story}`);
+      // The lease ran out with the runtime down: reclaimed once, as a lease expiry.
+      const reclaims = log.filter((e) => type(e) === "dispatch.reclaimed");
+      assert(
+        reclaims.length === 1 && reclaims[0].payload?.error === "lease_expired" && reclaims[0].payload?.attempt === 1,
+        `reclaims ${JSON.stringify(reclaims)}; ${story}`,
+      );
+      const reclaimedAt = at(reclaims[0]);
+      assert(reclaimedAt > killedAt && reclaimedAt < startingAt, `reclaimed ${rel(reclaimedAt - killedAt)}; ${story}`);
+      // Every attempt from the reclaim until the runtime was back met the refused port.
+      const failed = log.filter((e) => type(e) === "dispatch.failed");
+      const attempts = failed.map((e) => e.payload?.attempt);
+      const expected = failed.map((_, i) => i + 2);
+      assert(
+        failed.length >= 1 && JSON.stringify(attempts) === JSON.stringify(expected),
+        `failed attempts ${JSON.stringify(attempts)}; ${story}`,
+      );
+      assert(failed.every((e) => at(e) >= reclaimedAt && at(e) <= backAt), `failed attempts outside the outage; ${story}`);
+      // The next attempt reached the restarted runtime and was acked; the first one was too.
+      const last = failed.length + 2;
+      assert(last <= 5, `attempt ${last} is past the kernel's default 5; ${story}`);
+      const acks = log.filter((e) => type(e) === "dispatch.acked");
+      const lastAck = acks.find((e) => e.payload?.attempt === last);
+      assert(lastAck && at(lastAck) >= startingAt, `no ack of attempt ${last} after the restart; ${story}`);
+      ackedAttempts(log, [1, last]);
+      // Each step ran live once: the tool and `work` before the kill, `checked_at` after.
+      const live = liveSteps(log);
+      const counts = Object.values(live);
+      assert(counts.length === 3 && counts.every((n) => n === 1), `live steps ${JSON.stringify(live)}; ${story}`);
+      const kept = (await steps(kernel, created.id)).map((s) => `${s.target} ${s.idempotency} ${s.status}`);
+      // The outage as the kernel saw it: from the lease's last renewal (at most the reclaim's
+      // time less the lease: the sweep runs every 0.5 s) until the runtime answered again,
+      // against lease + 14 s; the margin is how long before the earliest possible last attempt
+      // (14 s after the reclaim, before jitter) the runtime was back.
+      const renewedAt = reclaimedAt - RESTART_LEASE_S * 1000;
+      const margin = reclaimedAt + RESTART_RETRY_S * 1000 - backAt;
+      const secs = (ms) => (ms / 1000).toFixed(1);
+      const budget = `${RESTART_LEASE_S} + ${RESTART_RETRY_S} s`;
+      const outage = `down ${secs(backAt - killedAt)} s after the kill, ~${secs(backAt - renewedAt)} s after the lease's last renewal (budget ${budget}: margin ${secs(margin)} s)`;
+      const acked = `${failed.length} attempt(s) refused, attempt ${last} acked ${rel(at(lastAck) - killedAt)}`;
+      return `${outage}; ${acked}, completed; steps ${JSON.stringify(kept)}, live ${JSON.stringify(live)}; ${story}`;
+    },
+  ],
+  [
     "with OTEL_EXPORTER_OTLP_ENDPOINT, a run exports its dispatch and step spans over OTLP within its waitUntil",
     async (context) => {
       const { attempts, placed, others, metrics, note } = await traced(context, { text: "traced at the edge", work_ms: 200 }, 1);
@@ -1080,13 +1207,15 @@ const tests = [
       assert(idleRun, "the long run was not started");
       const created = await idleRun.created;
       const done = await waitTerminal(kernel, created.id, IDLE_RUN_MS + 60_000);
-      const seconds = (performance.now() - idleRun.started) / 1000;
       assert(done.status === "completed", `status ${done.status}: ${JSON.stringify(done)}`);
       assert(done.output?.worked_ms === IDLE_RUN_MS, `output ${JSON.stringify(done.output)}`);
       await idleProxy.settled();
       const mine = idleProxy.deliveries.filter((d) => d.body.includes(created.id));
       const log = await events(kernel, created.id);
       const reclaimed = log.filter((e) => (e.type ?? e.kind) === "dispatch.reclaimed").length;
+      // When the kernel recorded the end, not when this test (after the others) looked.
+      const at = (kind) => Date.parse(log.find((e) => (e.type ?? e.kind) === kind)?.occurred_at);
+      const seconds = (at("execution.completed") - at("execution.created")) / 1000;
       // An evicted run stops heartbeating its lease: the kernel reclaims and re-delivers it, and
       // `work` starts over (under the same step id, so no second step.executing event).
       assert(mine.length === 1 && reclaimed === 0, `${mine.length} deliveries, ${reclaimed} reclaims: the object was evicted mid-run`);
@@ -1128,6 +1257,8 @@ async function main() {
     cleanup.push(() => lostProxy.server.close());
     // Where the lost Worker looks for the kernel: a port free a moment ago, closed.
     const lostUrl = `http://127.0.0.1:${await freePort()}`;
+    // The restarted Worker's port, which the kernel delivers to directly.
+    const restartPort = await freePort();
     const receiver = OTLP_PYTHON ? await startReceiver(OTLP_PYTHON) : null;
     if (receiver) cleanup.push(() => receiver.stop());
     const mcp = MCP_PYTHON ? await startMcpFixture(MCP_PYTHON) : null;
@@ -1139,11 +1270,12 @@ async function main() {
         [AGENT_OTEL]: otelProxy.url,
         [AGENT_IDLE]: idleProxy.url,
         [AGENT_LOST]: lostProxy.url,
+        [AGENT_RESTART]: `http://127.0.0.1:${restartPort}/webhook`,
       },
       { [AGENT]: MCP_POLICY },
       // A reclaim of an evicted run comes 30 s after its last lease heartbeat. The lost
       // Worker's run gives up after its retries (about 16 s), before its lease runs out.
-      { [AGENT_IDLE]: 30, [AGENT_LOST]: 30 },
+      { [AGENT_IDLE]: 30, [AGENT_LOST]: 30, [AGENT_RESTART]: RESTART_LEASE_S },
     );
     cleanup.push(() => kernel.child.kill());
     const worker = (port, agentId, extra, vars = {}) =>
@@ -1185,19 +1317,23 @@ async function main() {
     // The lost Worker: REBUNO_URL names a port nobody listens on.
     const mfLost = worker(lostPort, AGENT_LOST, {}, { REBUNO_URL: lostUrl });
     cleanup.push(() => mfLost.dispose());
+    // The Worker a test restarts as `wrangler dev` does; null while it is down.
+    let mfRestart = worker(restartPort, AGENT_RESTART, {}, RESTART_VARS);
+    cleanup.push(() => mfRestart?.dispose());
     const started = performance.now();
     const ready = await mf.ready;
     await mfDo.ready;
     await mfOtel.ready;
     await mfIdle.ready;
     await mfLost.ready;
+    await mfRestart.ready;
     console.log(`workerd ready at ${ready} in ${(performance.now() - started).toFixed(0)} ms`);
     const doWorker = `http://127.0.0.1:${doPort}`;
     const context = { kernel, proxy, doProxy, doWorker, mf, mfDo, stub, otelProxy, receiver, mcp, idleProxy, lostProxy, lostUrl };
     // The long run goes on while the other tests run; its test, the last, waits for it.
     if (selected(IDLE_TEST)) {
       const input = { text: "a long quiet run", work_ms: IDLE_RUN_MS };
-      context.idleRun = { started: performance.now(), created: createExecution(kernel, input, AGENT_IDLE) };
+      context.idleRun = { created: createExecution(kernel, input, AGENT_IDLE) };
     }
     // Stops the Durable Object mode's runtime (its objects with it) and starts a new one on the
     // same port and storage.
@@ -1206,6 +1342,20 @@ async function main() {
       mfDo = worker(doPort, AGENT_DO, doOptions);
       await mfDo.ready;
       context.mfDo = mfDo;
+    };
+    // Stops the restart test's runtime (its port then refuses connections, its run dies) and
+    // starts a new one on the same port with the same options.
+    context.restartWorker = {
+      port: restartPort,
+      stop: async () => {
+        const stopping = mfRestart;
+        mfRestart = null;
+        await stopping.dispose();
+      },
+      start: async () => {
+        mfRestart = worker(restartPort, AGENT_RESTART, {}, RESTART_VARS);
+        await mfRestart.ready;
+      },
     };
     const { passed, failed } = await runAll(context);
     console.log(`wasm ${raw} B raw, ${gzip} B gzip (limit 1000000 B gzip)`);
