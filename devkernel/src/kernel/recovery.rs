@@ -291,14 +291,17 @@ fn fits(state: &ExecState, held: &HeldLease) -> bool {
 fn last_dispatch(state: &ExecState) -> Option<(Uuid, u32)> {
     let mut last: Option<(Uuid, u32)> = None;
     for event in &state.events {
-        let (EventBody::DispatchQueued(change)
-        | EventBody::DispatchAcked(change)
-        | EventBody::DispatchFailed(change)
-        | EventBody::DispatchReclaimed(change)) = &event.body
-        else {
-            continue;
+        let (acked, change) = match &event.body {
+            EventBody::DispatchAcked(change) => (true, change),
+            EventBody::DispatchQueued(change)
+            | EventBody::DispatchFailed(change)
+            | EventBody::DispatchReclaimed(change) => (false, change),
+            _ => continue,
         };
         last = match last {
+            // An ack may be recorded after a newer dispatch was queued (the agent's answer
+            // came back after the run blocked and resumed): it never makes its dispatch newest.
+            _ if acked && last.is_some_and(|(id, _)| id != change.dispatch_id) => last,
             Some((id, attempt)) if id == change.dispatch_id => {
                 Some((id, attempt.max(change.attempt)))
             }

@@ -71,15 +71,9 @@ impl Kernel {
     ) -> (bool, Followups) {
         let config = self.config();
         let now = self.clock().now();
-        let live = !state.exec.status.is_terminal()
-            && state
-                .dispatch_mut(job.dispatch_id)
-                .is_some_and(|d| d.attempt == job.attempt && d.status == DispatchStatus::InFlight);
-        // Superseded by a reclaim, retired by a block, or ended: this attempt no longer counts.
-        let Some(dispatch) = state.dispatch_mut(job.dispatch_id).filter(|_| live) else {
-            return (false, Followups::default());
-        };
         let failure = match delivered {
+            // Recorded whatever happened during the POST (a block retiring the dispatch, a
+            // reclaim, the run ending), as the Go kernel appends it: the agent did take it.
             Ok(()) => {
                 let acked = DispatchChanged::new(
                     job.dispatch_id,
@@ -91,6 +85,14 @@ impl Kernel {
                 return (false, Followups::default());
             }
             Err(failure) => failure,
+        };
+        let live = !state.exec.status.is_terminal()
+            && state
+                .dispatch_mut(job.dispatch_id)
+                .is_some_and(|d| d.attempt == job.attempt && d.status == DispatchStatus::InFlight);
+        // Superseded by a reclaim, retired by a block, or ended: this attempt no longer counts.
+        let Some(dispatch) = state.dispatch_mut(job.dispatch_id).filter(|_| live) else {
+            return (false, Followups::default());
         };
         let exhausted = dispatch.attempt >= config.max_attempts;
         dispatch.last_outcome = Some(failure.clone());
