@@ -77,7 +77,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
 
     let done = client.wait(&created.id, Duration::from_secs(30)).await?;
-    let id: uuid::Uuid = done.id.parse()?;
-    common::report(&kernel.execution(id).ok_or("gone")?, &kernel.events(id));
+    common::report(&done, &kernel.events(&done.id));
     Ok(())
 }

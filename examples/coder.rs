@@ -222,8 +222,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let created = kernel
         .create_execution(NewExecution::new("coder", input))
         .await?;
-    let done = common::finish(&kernel, created.id).await?;
-    common::report(&done, &kernel.events(done.id));
+    let done = common::finish(&kernel, &created.id).await?;
+    common::report(&done, &kernel.events(&done.id));
 
     // Fork where the checkpoint taken after the fifth write starts covering the workspace.
     let client = Client::builder().base_url(kernel.url()).build()?;

@@ -93,8 +93,8 @@ async fn run_embedded() -> Result<(), Box<dyn std::error::Error>> {
     let created = kernel
         .create_execution(NewExecution::new("hello", json!({ "name": "Ada" })))
         .await?;
-    let done = common::finish(&kernel, created.id).await?;
-    common::report(&done, &kernel.events(done.id));
+    let done = common::finish(&kernel, &created.id).await?;
+    common::report(&done, &kernel.events(&done.id));
     kernel.shutdown().await;
     Ok(())
 }

@@ -50,7 +50,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let created = kernel
         .create_execution(NewExecution::new("ops", json!({})))
         .await?;
-    let done = common::finish(&kernel, created.id).await?;
-    common::report(&done, &kernel.events(done.id));
+    let done = common::finish(&kernel, &created.id).await?;
+    common::report(&done, &kernel.events(&done.id));
     Ok(())
 }

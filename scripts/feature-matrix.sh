@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-native=(reqwest rustls rt-tokio schemars dir rig async-openai sqlite mcp-rmcp mcp-stdio mcp-http opentelemetry)
+native=(reqwest rustls rt-tokio schemars dir rig async-openai sqlite mcp-rmcp mcp-stdio opentelemetry)
 wasm=(reqwest rustls rt-tokio schemars rig opentelemetry)
 if [ "${1:-}" = --quick ]; then
   # The features whose code is gated on its own (rt-tokio carries HyperTransport, rustls its

@@ -78,26 +78,30 @@ def functions(path):
     """(name, first line, length) of each function of `path` outside its trailing test module."""
     lines = path.read_text(encoding="utf-8").splitlines()
     state = {"block": False, "raw": None, "string": False}
-    found, open_fns, depth = [], [], 0
+    found, open_fns, depth, nest = [], [], 0, 0
     for number, line in enumerate(lines, 1):
         if line.strip() == "#[cfg(test)]" and depth == 0:
             break
         code, state = strip_code(line, state)
         match = FN.match(code)
         if match and not state["block"]:
-            open_fns.append([match.group(5), number, depth, False])
+            open_fns.append([match.group(5), number, depth, False, nest])
         for char in code:
-            if char == "{":
+            if char in "([":
+                nest += 1
+            elif char in ")]":
+                nest -= 1
+            elif char == "{":
                 depth += 1
                 if open_fns and not open_fns[-1][3] and depth == open_fns[-1][2] + 1:
                     open_fns[-1][3] = True
             elif char == "}":
                 depth -= 1
                 if open_fns and open_fns[-1][3] and depth == open_fns[-1][2]:
-                    name, start, _, _ = open_fns.pop()
+                    name, start = open_fns.pop()[:2]
                     found.append((name, start, number - start + 1))
-            elif char == ";" and open_fns and not open_fns[-1][3] and depth == open_fns[-1][2]:
-                open_fns.pop()  # a declaration without a body (a trait's)
+            elif char == ";" and open_fns and not open_fns[-1][3] and nest == open_fns[-1][4]:
+                open_fns.pop()  # a declaration without a body (a trait's); not `[T; N]`
     return found
 
 

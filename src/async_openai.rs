@@ -85,9 +85,9 @@ use tower_service::Service;
 
 use crate::context::{ExecutionContext, current};
 use crate::error::{BoxError, Error};
-use crate::kernel::ByteStream;
 use crate::llm::{DurableLlm, LlmBody, durable_call, oneshot};
 use crate::rt::BoxFuture;
+use crate::transport::ByteStream;
 
 /// An async-openai client whose calls are durable: requests go out through a new
 /// `reqwest::Client`, with async-openai's default retries inside each step ([`service`]).

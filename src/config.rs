@@ -3,8 +3,9 @@
 
 use std::time::Duration;
 
-use crate::kernel::{BaseUrl, SharedTransport};
+use crate::kernel::BaseUrl;
 use crate::rt::Runtime;
+use crate::transport::SharedTransport;
 
 /// The default timeout of a request to the kernel.
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(35);
@@ -97,7 +98,7 @@ const DEFAULT_TRANSPORT_HAS_TLS: bool = cfg!(any(feature = "rustls", target_arch
 
 fn default_transport() -> Option<crate::Result<SharedTransport>> {
     use crate::error::{Error, ErrorKind};
-    crate::kernel::default_transport(crate::kernel::Peer::Kernel).map(|made| {
+    crate::transport::default_transport(crate::transport::Peer::Kernel).map(|made| {
         made.map_err(|e| {
             Error::new(ErrorKind::Config, "could not create the HTTP client").with_source(e)
         })

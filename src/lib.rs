@@ -11,7 +11,8 @@ pub mod client;
 mod config;
 mod context;
 mod error;
-pub mod kernel;
+mod idempotency;
+mod kernel;
 pub mod llm;
 pub mod mcp;
 mod observe;
@@ -33,18 +34,20 @@ mod subagent;
 #[cfg(feature = "opentelemetry")]
 pub mod telemetry;
 mod tool;
+pub mod transport;
 pub mod wire;
 
 pub use agent::{Agent, AgentBuilder, Dispatch, ResponseFuture, Route};
 pub use body::Body;
 pub use context::{ExecutionContext, Scoped, execution, previous};
 pub use error::{BoxError, Error, ErrorKind, HandlerError, Result};
+pub use idempotency::Idempotency;
 pub use resource::resource;
 pub use retry::RetryPolicy;
 pub use secret::Secret;
 pub use step::{Step, step};
 pub use subagent::{Subagent, subagent};
-pub use tool::{DynTool, Idempotency, Tool, ToolBuilder, ToolSpec, define_tool, wrap_tool};
+pub use tool::{DynTool, Tool, ToolBuilder, ToolSpec, define_tool, wrap_tool};
 
 #[allow(dead_code)]
 fn _assert_impls() {

@@ -48,7 +48,7 @@
 //! # How an error says it was not sent, or is worth retrying
 //!
 //! [`is_not_sent`] looks through the error's source chain for: a [`Transient::not_sent`]
-//! marker, a [`TransportError`](crate::kernel::TransportError) of kind `Connect`, an
+//! marker, a [`TransportError`](crate::transport::TransportError) of kind `Connect`, an
 //! `std::io::Error` of kind `ConnectionRefused`, and a reqwest or hyper-util client error from
 //! the connect phase (DNS, TCP, TLS). Wrap your own proof with [`Transient::not_sent`]:
 //!
@@ -115,8 +115,8 @@ use std::time::Duration;
 use http::StatusCode;
 
 use crate::error::{BoxError, Error, ErrorKind};
+use crate::idempotency::Idempotency;
 use crate::rt::{Deadline, MaybeSend, MaybeSync, Runtime};
-use crate::tool::Idempotency;
 
 /// A predicate on a failed attempt's error.
 trait Predicate: Fn(&(dyn StdError + 'static)) -> bool + MaybeSend + MaybeSync {}
@@ -403,8 +403,8 @@ pub fn is_not_sent(error: &(dyn StdError + 'static)) -> bool {
     chain(error).any(|e| {
         e.downcast_ref::<Transient>()
             .is_some_and(Transient::is_not_sent)
-            || e.downcast_ref::<crate::kernel::TransportError>()
-                .is_some_and(crate::kernel::TransportError::is_connect)
+            || e.downcast_ref::<crate::transport::TransportError>()
+                .is_some_and(crate::transport::TransportError::is_connect)
             || e.downcast_ref::<std::io::Error>()
                 .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
             || client_connect_error(e)
@@ -452,7 +452,7 @@ fn transient_here(error: &(dyn StdError + 'static)) -> bool {
         return error.is_connect() || error.is_timeout();
     }
     error.is::<Transient>()
-        || error.is::<crate::kernel::TransportError>()
+        || error.is::<crate::transport::TransportError>()
         || error
             .downcast_ref::<Error>()
             .is_some_and(|e| matches!(e.kind(), ErrorKind::Network | ErrorKind::Timeout))

@@ -9,8 +9,8 @@ use serde_json::Value;
 
 use crate::context::{Effect, ExecutionContext, current};
 use crate::error::{BoxError, Error, HandlerError, Result};
+use crate::idempotency::Idempotency;
 use crate::retry::{NoRetry, RetryPolicy};
-use crate::tool::Idempotency;
 
 /// Runs `body` as a durable `local` step named `name`, or returns its recorded result.
 ///

@@ -11,31 +11,9 @@ use serde_json::Value;
 
 use crate::context::{Effect, current};
 use crate::error::{BoxError, Error, ErrorKind, HandlerError, Result};
+use crate::idempotency::Idempotency;
 use crate::retry::RetryPolicy;
 use crate::rt::{BoxFuture, MaybeSend, MaybeSync};
-
-/// Whether a step may run again when a dispatch replays.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[non_exhaustive]
-pub enum Idempotency {
-    /// Reads and anything else fine to run again: a step that never completed runs again.
-    #[default]
-    SafeToRetry,
-    /// Destructive work (send an email, charge a card): if a resumed dispatch finds the step
-    /// already executing, the kernel fails it as `indeterminate` and the call returns a
-    /// [`ErrorKind::Tool`] error so the handler can reconcile.
-    AtMostOnce,
-}
-
-impl Idempotency {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::SafeToRetry => "safe_to_retry",
-            Self::AtMostOnce => "at_most_once",
-        }
-    }
-}
 
 /// What a tool is, as frameworks and LLMs see it.
 #[derive(Debug, Clone, PartialEq)]

@@ -51,6 +51,19 @@ impl ExecutionStatus {
     pub fn is_terminal(self) -> bool {
         matches!(self, Self::Completed | Self::Failed | Self::Cancelled)
     }
+
+    /// The status as the kernel spells it (`running`, ...; `unknown` for [`Self::Unknown`]).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Running => "running",
+            Self::Blocked => "blocked",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+            Self::Unknown => "unknown",
+        }
+    }
 }
 
 /// The step that spawned a subagent execution.
@@ -243,6 +256,25 @@ pub struct StepRecord {
     /// The recorded error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<Value>,
+    /// When the step started executing (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// When its outcome was recorded (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<String>,
+    /// Input tokens an LLM step reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_input: Option<u64>,
+    /// Output tokens an LLM step reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_output: Option<u64>,
+    /// Keys of the resources the step affects.
+    #[serde(
+        default,
+        deserialize_with = "null_as_empty",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub resources: Vec<String>,
 }
 
 /// The kernel's error envelope.
@@ -459,6 +491,9 @@ pub struct ResourceView {
     /// Whether to capture on completion.
     #[serde(default)]
     pub on_completion: bool,
+    /// The event sequence number of its registration.
+    #[serde(default)]
+    pub registered_seq: u64,
     /// Bumped by every live step that may change the resource.
     #[serde(default)]
     pub generation: u64,

@@ -16,8 +16,8 @@
 //! let run = kernel
 //!     .create_execution(NewExecution::new("hello", serde_json::json!({"name": "Ada"})))
 //!     .await?;
-//! let done = kernel.wait_terminal(run.id, Duration::from_secs(30)).await?;
-//! for event in kernel.events(run.id) {
+//! let done = kernel.wait_terminal(&run.id, Duration::from_secs(30)).await?;
+//! for event in kernel.events(&run.id) {
 //!     println!("{} {}", event.event_seq, event.kind);
 //! }
 //! # let _ = done;
@@ -44,8 +44,8 @@
 //! bundle's `default_action` is `deny` unless it says `allow`, so once an agent has a bundle,
 //! every tool and LLM call no rule matches is denied (unmatched `local` steps are allowed).
 //!
-//! Which routes it serves, what it leaves out (execution deadlines, the `judge` policy decision,
-//! retention) and how it decides where PROTOCOL.md leaves a choice open are written up in
+//! Which routes it serves, what it leaves out (a judge for the `judge` policy decision) and how
+//! it decides where PROTOCOL.md leaves a choice open are written up in
 //! [docs/devkernel-fidelity.md](https://github.com/rebuno/rebuno-rs/blob/main/docs/devkernel-fidelity.md).
 // Every function of the dev kernel stays under 60 lines (clippy.toml's threshold).
 #![warn(clippy::too_many_lines)]
@@ -62,7 +62,7 @@ mod http;
 pub mod identity;
 mod kernel;
 mod manifest;
-pub mod model;
+mod model;
 mod policy;
 pub mod replay;
 mod store;
@@ -71,13 +71,11 @@ pub mod testing {}
 mod usage;
 
 pub use dispatch_retry::{DispatchRetry, DispatchRetryError};
-pub use error::{KernelError, OutputError};
-pub use harness::{AgentSpec, DevKernel, DevKernelBuilder, DevKernelError, ServedAgent};
+pub use error::KernelError;
+pub use event::EventKind;
+pub use harness::{
+    AgentSpec, DevKernel, DevKernelBuilder, DevKernelError, ExecutionExt, OutputError, ServedAgent,
+};
 pub use kernel::{CaseResult, NewExecution, PolicyReport};
 pub use manifest::{Manifest, ManifestError};
-pub use model::{
-    AgentRecord, ApiKey, Approval, ApprovalStatus, CheckpointView, Event, EventKind, Execution,
-    ExecutionStatus, ForkPoints, IssuedApiKey, ResourceView, Restoration, SpawnedBy, StepDecision,
-    StepRecord, StepResource, StepStatus, Timestamp,
-};
 pub use policy::{Policy, PolicyError};

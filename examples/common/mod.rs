@@ -5,8 +5,9 @@
 use std::future::IntoFuture;
 use std::time::Duration;
 
+use rebuno::wire::{Event, Execution};
 use rebuno::{Agent, AgentBuilder};
-use rebuno_devkernel::{AgentSpec, DevKernel, Event, Execution};
+use rebuno_devkernel::{AgentSpec, DevKernel};
 use tokio::net::TcpListener;
 
 pub(crate) const SECRET: &str = "dev-secret";
@@ -36,14 +37,14 @@ pub(crate) async fn serve(
 /// Waits for the execution to end.
 pub(crate) async fn finish(
     kernel: &DevKernel,
-    id: uuid::Uuid,
+    id: &str,
 ) -> Result<Execution, Box<dyn std::error::Error>> {
     Ok(kernel.wait_terminal(id, Duration::from_secs(30)).await?)
 }
 
 /// Prints an execution's outcome and event log.
 pub(crate) fn report(execution: &Execution, events: &[Event]) {
-    println!("\nexecution {} {}", execution.id, execution.status.as_str());
+    println!("\nexecution {} {:?}", execution.id, execution.status);
     if let Some(output) = &execution.output {
         println!("output: {output}");
     }

@@ -79,8 +79,8 @@ pub(crate) async fn ask_once(
     let created = kernel
         .create_execution(rebuno_devkernel::NewExecution::new(agent_id, input))
         .await?;
-    let done = crate::common::finish(&kernel, created.id).await?;
-    crate::common::report(&done, &kernel.events(done.id));
+    let done = crate::common::finish(&kernel, &created.id).await?;
+    crate::common::report(&done, &kernel.events(&done.id));
     kernel.shutdown().await;
     Ok(())
 }

@@ -14,8 +14,9 @@ use super::{Agent, Config, Inner, Parts, Secrets};
 use crate::Secret;
 use crate::config;
 use crate::error::{Error, ErrorKind, HandlerError, Result};
-use crate::kernel::{KernelClient, SharedTransport, Transport};
+use crate::kernel::{BaseUrl, KernelClient};
 use crate::rt::{MaybeSend, MaybeSync, Runtime};
+use crate::transport::{SharedTransport, Transport};
 
 /// Builds an [`Agent`]. Setters never fail; [`build`](Self::build) reports every problem at once.
 ///
@@ -233,91 +234,128 @@ impl AgentBuilder {
     /// # Errors
     ///
     /// [`ErrorKind::Config`] naming every missing or invalid setting.
-    pub fn build(self) -> Result<Agent> {
+    pub fn build(mut self) -> Result<Agent> {
         let mut problems = Vec::new();
-        if let Some(problem) = agent_id_problem(&self.agent_id) {
-            problems.push(problem);
-        }
-        let secret = self
-            .secret
-            .or_else(|| config::env("REBUNO_AGENT_SECRET").map(Secret::new))
-            .filter(|s| !s.is_empty());
-        if secret.is_none() {
-            problems.push(
-                "secret required: set REBUNO_AGENT_SECRET (or call .secret()) to the secret the \
-                 kernel has for this agent"
-                    .to_owned(),
-            );
-        }
-        if !self.webhook_path.starts_with('/') {
-            problems.push(format!(
-                "webhook path {:?} must start with '/' (e.g. \"/webhook\", the path of the \
-                 kernel's webhook_url for this agent)",
-                self.webhook_path
-            ));
-        }
-        if self.kernel_timeout.is_zero() {
-            problems.push(
-                "kernel timeout must be positive: pass .kernel_timeout() a duration above zero \
-                 (default 35 s)"
-                    .to_owned(),
-            );
-        }
-        let base = config::base_url(
-            self.base_url.or_else(|| config::env("REBUNO_URL")),
-            &mut problems,
-        );
-        if self.handler.is_none() {
-            problems.push(
-                "no handler: call .handler(f) or .handler_with_state(state, f) before build()"
-                    .to_owned(),
-            );
-        }
-        let runtime = config::runtime(self.runtime, &mut problems);
-        let transport = config::transport(self.transport, base.as_ref(), &mut problems);
-        let previous_secret = self
-            .previous_secret
-            .or_else(|| config::env("REBUNO_AGENT_SECRET_PREVIOUS").map(Secret::new))
-            .filter(|s| !s.is_empty());
-        match (secret, base, runtime, transport, self.handler) {
-            (Some(secret), Some(base), Some(runtime), Some(transport), Some(handler))
-                if problems.is_empty() =>
-            {
-                let config = Config {
-                    agent_id: self.agent_id.clone(),
-                    webhook_path: self.webhook_path,
-                    description: self.description,
-                    input_schema: self.input_schema,
-                    output_schema: self.output_schema,
-                    base_url: base.as_string(),
-                };
-                let kernel = KernelClient::new(
-                    base,
-                    self.agent_id,
-                    secret.clone(),
-                    transport,
-                    runtime.clone(),
-                    self.kernel_timeout,
-                );
-                let secrets = Secrets {
-                    current: secret,
-                    previous: previous_secret,
-                };
-                let parts = Parts {
-                    kernel,
-                    runtime,
-                    handler,
-                };
-                Ok(Agent {
-                    inner: Arc::new(Inner::new(config, secrets, parts)),
-                })
-            }
+        match self.resolve(&mut problems) {
+            Some(resolved) if problems.is_empty() => Ok(self.assemble(resolved)),
             _ => Err(Error::new(
                 ErrorKind::Config,
                 format!("invalid agent configuration: {}", problems.join("; ")),
             )),
         }
     }
+
+    /// Checks every setting in turn, filling the unset ones from the environment and the
+    /// defaults, and takes out those [`assemble`](Self::assemble) needs: all of them when they
+    /// are present, `None` when one is missing. Each problem found goes to `problems`.
+    fn resolve(&mut self, problems: &mut Vec<String>) -> Option<Resolved> {
+        problems.extend(agent_id_problem(&self.agent_id));
+        let secret = secret_or_env(self.secret.take(), "REBUNO_AGENT_SECRET");
+        problems.extend(secret.is_none().then(missing_secret_problem));
+        problems.extend(webhook_path_problem(&self.webhook_path));
+        problems.extend(kernel_timeout_problem(self.kernel_timeout));
+        let base = config::base_url(
+            self.base_url.take().or_else(|| config::env("REBUNO_URL")),
+            problems,
+        );
+        problems.extend(self.handler.is_none().then(missing_handler_problem));
+        let runtime = config::runtime(self.runtime.take(), problems);
+        let transport = config::transport(self.transport.take(), base.as_ref(), problems);
+        let previous = secret_or_env(self.previous_secret.take(), "REBUNO_AGENT_SECRET_PREVIOUS");
+        Some(Resolved {
+            secrets: Secrets {
+                current: secret?,
+                previous,
+            },
+            base: base?,
+            runtime: runtime?,
+            transport: transport?,
+            handler: self.handler.take()?,
+        })
+    }
+
+    /// The agent, from the settings left in the builder and the ones [`resolve`](Self::resolve)
+    /// took out.
+    fn assemble(self, resolved: Resolved) -> Agent {
+        let Resolved {
+            secrets,
+            base,
+            runtime,
+            transport,
+            handler,
+        } = resolved;
+        let config = Config {
+            agent_id: self.agent_id.clone(),
+            webhook_path: self.webhook_path,
+            description: self.description,
+            input_schema: self.input_schema,
+            output_schema: self.output_schema,
+            base_url: base.as_string(),
+        };
+        let kernel = KernelClient::new(
+            base,
+            self.agent_id,
+            secrets.current.clone(),
+            transport,
+            runtime.clone(),
+            self.kernel_timeout,
+        );
+        let parts = Parts {
+            kernel,
+            runtime,
+            handler,
+        };
+        Agent {
+            inner: Arc::new(Inner::new(config, secrets, parts)),
+        }
+    }
+}
+
+/// The settings [`AgentBuilder::build`] cannot do without, once checked.
+struct Resolved {
+    secrets: Secrets,
+    base: BaseUrl,
+    runtime: Runtime,
+    transport: SharedTransport,
+    handler: Arc<dyn ErasedHandler>,
+}
+
+/// `secret`, else the environment variable `var`; an empty one counts as none.
+fn secret_or_env(secret: Option<Secret>, var: &str) -> Option<Secret> {
+    secret
+        .or_else(|| config::env(var).map(Secret::new))
+        .filter(|s| !s.is_empty())
+}
+
+/// The problem of a missing secret.
+fn missing_secret_problem() -> String {
+    "secret required: set REBUNO_AGENT_SECRET (or call .secret()) to the secret the kernel has \
+     for this agent"
+        .to_owned()
+}
+
+/// What is wrong with the webhook path, if anything: it must be a path, starting with `/`.
+fn webhook_path_problem(path: &str) -> Option<String> {
+    (!path.starts_with('/')).then(|| {
+        format!(
+            "webhook path {path:?} must start with '/' (e.g. \"/webhook\", the path of the \
+             kernel's webhook_url for this agent)"
+        )
+    })
+}
+
+/// What is wrong with the kernel timeout, if anything: zero would fail every request.
+fn kernel_timeout_problem(timeout: Duration) -> Option<String> {
+    timeout.is_zero().then(|| {
+        "kernel timeout must be positive: pass .kernel_timeout() a duration above zero \
+         (default 35 s)"
+            .to_owned()
+    })
+}
+
+/// The problem of a builder without a handler.
+fn missing_handler_problem() -> String {
+    "no handler: call .handler(f) or .handler_with_state(state, f) before build()".to_owned()
 }
 
 /// What is wrong with an agent id, if anything: it travels in the `Rebuno-Agent-Id` header of

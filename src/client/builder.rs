@@ -6,8 +6,9 @@ use super::Client;
 use super::unauthorized;
 use crate::Secret;
 use crate::error::{Error, ErrorKind, Result};
-use crate::kernel::{Exchange, SharedTransport, Transport};
+use crate::kernel::Exchange;
 use crate::rt::Runtime;
+use crate::transport::{SharedTransport, Transport};
 
 /// Builds a [`Client`]. [`build`](Self::build) reports every problem at once.
 #[derive(Debug, Default)]

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use http::StatusCode;
 
 use super::Client;
-use crate::kernel::{Transport, TransportFuture};
+use crate::transport::{Transport, TransportFuture};
 
 /// A recorded request: method, path with query, and whether it carried a bearer token.
 pub(super) type Seen = (String, String, bool);

@@ -10,8 +10,9 @@ use serde::Deserialize;
 
 use super::Client;
 use crate::error::{Error, ErrorKind, Result};
-use crate::kernel::{ByteStream, encode_segment};
+use crate::kernel::encode_segment;
 use crate::sse::SseBuffer;
+use crate::transport::ByteStream;
 
 /// How long one subscription may stay open before the transport closes it.
 const SUBSCRIPTION_LIMIT: Duration = Duration::from_secs(24 * 3600);

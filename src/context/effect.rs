@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex};
 
 use super::{Exclusive, ExecutionContext, Scoped, StepScope};
 use crate::error::{BoxError, Error, ErrorKind, Result, find_rebuno};
+use crate::idempotency::Idempotency;
 use crate::kernel::api::StepSubmission;
 use crate::retry::{Attempts, Bound, GaveUp, Next, RetryPolicy};
-use crate::tool::Idempotency;
 use crate::wire::{Captures, Decision, ResourceGeneration, StepDecision, error_message};
 
 /// A step as the SDK submits it.

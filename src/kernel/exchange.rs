@@ -6,9 +6,9 @@ use bytes::Bytes;
 
 use super::error_from_response;
 use super::retry::{Replayable, RetryPolicy};
-use super::transport::{SharedTransport, TransportError};
 use crate::error::{Error, ErrorKind, Result};
 use crate::rt::Runtime;
+use crate::transport::{SharedTransport, TransportError};
 
 /// The transport, runtime and limits shared by the agent's and the client's requests.
 #[derive(Clone, Debug)]

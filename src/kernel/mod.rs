@@ -2,16 +2,10 @@
 
 pub(crate) mod api;
 mod base_url;
-mod default;
 mod exchange;
 mod floats;
-#[cfg(all(feature = "rt-tokio", not(target_arch = "wasm32")))]
-mod hyper;
 mod lease;
-#[cfg(feature = "reqwest")]
-mod reqwest;
 mod retry;
-mod transport;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,22 +14,14 @@ use bytes::Bytes;
 use http::{HeaderValue, Method, StatusCode};
 
 pub(crate) use self::base_url::{BaseUrl, encode_segment};
-pub(crate) use self::default::{Peer, default_transport};
 pub(crate) use self::exchange::{Exchange, network_error};
-#[cfg(all(feature = "rt-tokio", not(target_arch = "wasm32")))]
-pub use self::hyper::HyperTransport;
 pub(crate) use self::lease::Lease;
-#[cfg(feature = "reqwest")]
-pub use self::reqwest::ReqwestTransport;
 pub(crate) use self::retry::Replayable;
-pub use self::transport::{
-    ByteStream, SharedTransport, StreamingFuture, Transport, TransportError, TransportErrorKind,
-    TransportFuture,
-};
 use crate::Secret;
 use crate::error::{Error, ErrorKind, Result};
 use crate::rt::Runtime;
 use crate::signing::{RequestSignature, SigningKey};
+use crate::transport::SharedTransport;
 use crate::wire::ErrorEnvelope;
 
 /// Signs and sends agent requests to the kernel.

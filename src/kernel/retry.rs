@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use http::StatusCode;
 
-use super::transport::TransportError;
+use crate::transport::TransportError;
 
 /// Whether a request may safely be sent twice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,7 +79,7 @@ mod tests {
 
     #[test]
     fn submits_are_retried_only_when_unseen() {
-        use super::super::transport::TransportErrorKind;
+        use crate::transport::TransportErrorKind;
         let policy = RetryPolicy::default();
         let timeout = TransportError::new(TransportErrorKind::Timeout, "t");
         let refused = TransportError::new(TransportErrorKind::Connect, "c");
@@ -94,7 +94,7 @@ mod tests {
 
     #[test]
     fn a_tls_handshake_answered_in_plain_http_is_not_retried() {
-        use super::super::transport::TransportErrorKind;
+        use crate::transport::TransportErrorKind;
         let policy = RetryPolicy::default();
         for kind in [TransportErrorKind::Connect, TransportErrorKind::Other] {
             // What rustls says when a server answers its handshake in plain HTTP.

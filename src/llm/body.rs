@@ -9,7 +9,7 @@ use futures_util::{Stream, StreamExt};
 use http_body::{Body, Frame, SizeHint};
 
 use crate::error::BoxError;
-use crate::kernel::ByteStream;
+use crate::transport::ByteStream;
 
 /// A provider response body: whole (a JSON answer, a refusal), chunked (a replayed stream) or
 /// live (a streamed answer being recorded as it is read).

@@ -57,7 +57,7 @@
 //! [`ExecutionContext::scope`](crate::ExecutionContext::scope)). A streamed body dropped
 //! before its end is recorded when the execution next submits a step or ends its dispatch.
 //!
-//! [`Transport`]: crate::kernel::Transport
+//! [`Transport`]: crate::transport::Transport
 
 mod body;
 mod delta;
@@ -108,7 +108,7 @@ pub async fn fetch(request: http::Request<bytes::Bytes>) -> crate::Result<http::
 }
 
 /// One service per process on native targets (its connection pool is shared), over the
-/// default transport ([`HyperTransport`](crate::kernel::HyperTransport) with Tokio).
+/// default transport ([`HyperTransport`](crate::transport::HyperTransport) with Tokio).
 #[cfg(all(
     not(target_arch = "wasm32"),
     any(feature = "reqwest", feature = "rt-tokio")
@@ -118,7 +118,7 @@ fn shared() -> crate::Result<DurableLlm> {
     if let Some(llm) = SHARED.get() {
         return Ok(llm.clone());
     }
-    let transport = crate::kernel::default_transport(crate::kernel::Peer::Provider)
+    let transport = crate::transport::default_transport(crate::transport::Peer::Provider)
         .ok_or_else(|| crate::Error::new(crate::ErrorKind::Config, "no HTTP client compiled in"))?
         .map_err(config_error)?;
     Ok(SHARED
@@ -129,7 +129,7 @@ fn shared() -> crate::Result<DurableLlm> {
 /// On wasm32 each call uses the host's `fetch`; there is no pool to share.
 #[cfg(all(feature = "reqwest", target_arch = "wasm32"))]
 fn shared() -> crate::Result<DurableLlm> {
-    crate::kernel::ReqwestTransport::new()
+    crate::transport::ReqwestTransport::new()
         .map(DurableLlm::from_transport)
         .map_err(config_error)
 }
@@ -138,7 +138,7 @@ fn shared() -> crate::Result<DurableLlm> {
     feature = "reqwest",
     all(feature = "rt-tokio", not(target_arch = "wasm32"))
 ))]
-fn config_error(error: crate::kernel::TransportError) -> crate::Error {
+fn config_error(error: crate::transport::TransportError) -> crate::Error {
     crate::Error::new(crate::ErrorKind::Config, "could not build the HTTP client")
         .with_source(error)
 }

@@ -15,9 +15,9 @@ use super::step::{Begin, LlmStep, begin};
 use super::tee::Tee;
 use crate::context::{ExecutionContext, current};
 use crate::error::{BoxError, Error, ErrorKind, Result, error_chain};
-use crate::kernel::{ByteStream, SharedTransport, StreamingFuture, Transport, TransportError};
 use crate::retry::{GaveUp, HttpStatus, Next, RetryPolicy};
 use crate::rt::{BoxFuture, MaybeSend};
+use crate::transport::{ByteStream, SharedTransport, StreamingFuture, Transport, TransportError};
 
 /// How long a provider call may take by default, body included.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
@@ -34,7 +34,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 /// # #[cfg(feature = "reqwest")]
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
 /// use rebuno::llm::DurableLlm;
-/// let llm = DurableLlm::from_transport(rebuno::kernel::ReqwestTransport::new()?);
+/// let llm = DurableLlm::from_transport(rebuno::transport::ReqwestTransport::new()?);
 /// let request = http::Request::post("https://api.openai.com/v1/chat/completions")
 ///     .header("content-type", "application/json")
 ///     .body(r#"{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}"#.into())?;
@@ -90,9 +90,9 @@ impl<S> DurableLlm<S> {
     /// retries; the rig and async-openai integrations send once.
     ///
     /// ```no_run
-    /// # fn demo() -> Result<(), rebuno::kernel::TransportError> {
+    /// # fn demo() -> Result<(), rebuno::transport::TransportError> {
     /// use std::time::Duration;
-    /// let transport = rebuno::kernel::ReqwestTransport::new()?;
+    /// let transport = rebuno::transport::ReqwestTransport::new()?;
     /// let llm = rebuno::llm::DurableLlm::from_transport(transport)
     ///     .retry(rebuno::RetryPolicy::llm().max_elapsed(Duration::from_secs(30)));
     /// # drop(llm); Ok(()) }
@@ -110,8 +110,8 @@ impl<S> DurableLlm<S> {
     /// delivery, so the step's identity does not move.
     ///
     /// ```no_run
-    /// # fn demo() -> Result<(), rebuno::kernel::TransportError> {
-    /// let transport = rebuno::kernel::ReqwestTransport::new()?;
+    /// # fn demo() -> Result<(), rebuno::transport::TransportError> {
+    /// let transport = rebuno::transport::ReqwestTransport::new()?;
     /// let llm = rebuno::llm::DurableLlm::from_transport(transport).include_usage(true);
     /// # drop(llm); Ok(()) }
     /// ```

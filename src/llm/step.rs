@@ -11,9 +11,9 @@ use tracing::Instrument;
 
 use crate::context::{Effect, ExecutionContext, missing_step_id, record_decision, replayed};
 use crate::error::{Error, ErrorKind, Result};
+use crate::idempotency::Idempotency;
 use crate::refusal::{Refusal, RefusalKind};
 use crate::spans::record_step_end;
-use crate::tool::Idempotency;
 use crate::wire::{Captures, Decision, StepDecision};
 
 /// What the kernel decided for a provider request.
@@ -255,8 +255,10 @@ mod tests {
     #[test]
     fn a_failure_is_described_with_its_sources() {
         let inner = std::io::Error::other("connection reset");
-        let outer =
-            crate::kernel::TransportError::new(crate::kernel::TransportErrorKind::Other, inner);
+        let outer = crate::transport::TransportError::new(
+            crate::transport::TransportErrorKind::Other,
+            inner,
+        );
         assert_eq!(
             crate::error::error_chain(&outer),
             "request failed: connection reset"

@@ -20,8 +20,8 @@ use super::delta::{Delta, Deltas};
 use super::record::Record;
 use super::step::LlmStep;
 use crate::error::BoxError;
-use crate::kernel::ByteStream;
 use crate::rt::BoxFuture;
+use crate::transport::ByteStream;
 
 /// The tee over a provider's streamed body.
 pub(super) struct Tee {

@@ -30,12 +30,12 @@
 //! Two clients connect to servers for you:
 //!
 //! * [`StreamableHttp`], always compiled, on every target: a small client of the streamable
-//!   HTTP transport over the SDK's own [`Transport`](crate::kernel::Transport) (on Cloudflare
+//!   HTTP transport over the SDK's own [`Transport`](crate::transport::Transport) (on Cloudflare
 //!   Workers, `rebuno_workers::FetchTransport`). It lists and calls tools;
 //! * with the `mcp-rmcp` feature (native targets), the `rmcp` submodule connects the official
 //!   `rmcp` client: `mcp::rmcp::McpClient` lists a server's tools and calls them over stdio
-//!   (`mcp-stdio`) or streamable HTTP (`mcp-http`), with a timeout, and gives the whole
-//!   protocol (sampling, elicitation, resources) through its peer.
+//!   (`mcp-stdio`) or any rmcp transport you hold, with a timeout, and gives the whole protocol
+//!   (sampling, elicitation, resources) through its peer.
 //!
 //! ```
 //! use rebuno::mcp::{McpOptions, McpToolSpec, wrap_mcp_tools};
@@ -66,8 +66,6 @@ mod http;
 mod options;
 mod result;
 mod spec;
-#[cfg(feature = "mcp-http")]
-mod traced_http;
 mod wrap;
 
 #[cfg(feature = "mcp-rmcp")]

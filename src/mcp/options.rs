@@ -7,8 +7,9 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::spec::McpToolSpec;
+use crate::idempotency::Idempotency;
 use crate::rt::{MaybeSend, MaybeSync};
-use crate::tool::{Idempotency, Mapper};
+use crate::tool::Mapper;
 
 type Chooser = Arc<dyn ChooseIdempotency>;
 

@@ -1,10 +1,11 @@
 //! The official `rmcp` client as the MCP seam (feature `mcp-rmcp`; native targets only).
 //!
-//! [`McpClient`] connects to a server (a child process over stdio with `mcp-stdio`, streamable
-//! HTTP with `mcp-http`, or any rmcp transport through [`McpClient::connect`]), lists its tools
-//! and wraps them; each call goes through [`RmcpCall`], which adds an optional timeout.
-//! `rmcp::Peer<RoleClient>` and `rmcp::model::Tool` also plug into the core directly: the peer
-//! is an [`McpCall`] and the tool converts into an [`McpToolSpec`].
+//! [`McpClient`] connects to a server (a child process over stdio with `mcp-stdio`, or any rmcp
+//! transport through [`McpClient::connect`]), lists its tools and wraps them; each call goes
+//! through [`RmcpCall`], which adds an optional timeout. `rmcp::Peer<RoleClient>` and
+//! `rmcp::model::Tool` also plug into the core directly: the peer is an [`McpCall`] and the tool
+//! converts into an [`McpToolSpec`]. For streamable HTTP use [`StreamableHttp`](super::StreamableHttp),
+//! the SDK's own client on every target.
 //!
 //! ```no_run
 //! # #[cfg(feature = "mcp-stdio")]
@@ -261,37 +262,6 @@ impl McpClient {
             )
             .with_source(e)
         })?;
-        Self::connect(transport).await
-    }
-
-    /// Connects to an MCP server over streamable HTTP at `url` (for example
-    /// `http://127.0.0.1:8000/mcp`).
-    ///
-    /// A tool call made inside a step sends the step's W3C `traceparent` both in its `_meta`
-    /// and as an HTTP header. Redirects: same-origin 307 and 308 only, as rmcp's own client.
-    ///
-    /// ```no_run
-    /// # async fn demo() -> rebuno::Result<()> {
-    /// let client = rebuno::mcp::rmcp::McpClient::streamable_http("http://127.0.0.1:8000/mcp").await?;
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// [`ErrorKind::Network`] when the handshake fails; [`ErrorKind::Config`] when the HTTP
-    /// client cannot be built.
-    #[cfg(feature = "mcp-http")]
-    #[cfg_attr(docsrs, doc(cfg(feature = "mcp-http")))]
-    pub async fn streamable_http(url: impl Into<String>) -> Result<Self> {
-        let url: String = url.into();
-        let client = super::traced_http::TracedHttpClient::new().map_err(|e| {
-            Error::new(ErrorKind::Config, "could not create the MCP HTTP client").with_source(e)
-        })?;
-        let config =
-            rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
-                url,
-            );
-        let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
         Self::connect(transport).await
     }
 

@@ -3,7 +3,7 @@
 use serde_json::{Map, Value};
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::tool::Idempotency;
+use crate::idempotency::Idempotency;
 
 /// One MCP tool descriptor: the spec fields the wrapper uses.
 ///

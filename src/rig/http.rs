@@ -12,8 +12,8 @@ use rig_core::wasm_compat::WasmCompatSend;
 
 use crate::context::current;
 use crate::error::BoxError;
-use crate::kernel::ByteStream;
 use crate::llm::{DurableLlm, LlmBody, durable_call};
+use crate::transport::ByteStream;
 
 /// `DurableLlm<H>` over a rig HTTP client is a rig HTTP client whose provider requests are
 /// durable: wrap the client rig would use, and connect providers to this one instead.

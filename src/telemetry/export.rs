@@ -12,7 +12,7 @@ use super::metrics::Metrics;
 use super::record::{Attribute, FinishedSpan, Value, unix_nanos_now};
 use super::{Shared, Telemetry, otlp, register};
 use crate::error::{Error, ErrorKind, Result};
-use crate::kernel::SharedTransport;
+use crate::transport::SharedTransport;
 
 /// Spans per export request (a collector takes 4 MiB bodies by default; a span is ~1 KiB).
 const SPANS_PER_REQUEST: usize = 512;
@@ -85,7 +85,7 @@ impl TelemetryBuilder {
 
     /// The HTTP client to export with (default: the SDK's default client; on Workers, pass
     /// `rebuno_workers::FetchTransport`).
-    pub fn transport(mut self, transport: impl crate::kernel::Transport + 'static) -> Self {
+    pub fn transport(mut self, transport: impl crate::transport::Transport + 'static) -> Self {
         self.transport = Some(SharedTransport::new(transport));
         self
     }
@@ -237,7 +237,7 @@ fn header_map(headers: &[(String, String)]) -> Result<HeaderMap> {
 }
 
 fn default_transport() -> Result<SharedTransport> {
-    match crate::kernel::default_transport(crate::kernel::Peer::Provider) {
+    match crate::transport::default_transport(crate::transport::Peer::Provider) {
         Some(Ok(transport)) => Ok(transport),
         Some(Err(error)) => {
             Err(config("could not create the telemetry HTTP client").with_source(error))
@@ -418,7 +418,7 @@ impl Shared {
             .await
             .map_err(|error| {
                 let kind = match error.kind() {
-                    crate::kernel::TransportErrorKind::Timeout => ErrorKind::Timeout,
+                    crate::transport::TransportErrorKind::Timeout => ErrorKind::Timeout,
                     _ => ErrorKind::Network,
                 };
                 let cause = crate::error::error_chain(&error);
@@ -450,8 +450,8 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernel::{Transport, TransportError, TransportErrorKind, TransportFuture};
     use crate::telemetry::record::{FinishedSpan, SpanKind};
+    use crate::transport::{Transport, TransportError, TransportErrorKind, TransportFuture};
 
     /// Answers each export with the next scripted status (0: the connection is refused) and
     /// counts the spans it was sent.

@@ -107,7 +107,7 @@ pub use export::TelemetryBuilder;
 pub use layer::TelemetryLayer;
 
 use crate::error::Result;
-use crate::kernel::SharedTransport;
+use crate::transport::SharedTransport;
 use metrics::Metrics;
 use record::{Attribute, FinishedSpan};
 

@@ -290,14 +290,25 @@ pub(crate) fn metrics(resource_attributes: &[Attribute], metrics: &Metrics, now:
         start: metrics.start_unix_nanos.to_string(),
         now: now.to_string(),
     };
-    let list = vec![
+    let mut list = work_counters(metrics, &times);
+    list.extend(latency_histograms(metrics, &times));
+    list.extend(retry_and_drop_counters(metrics, &times));
+    json!({ "resourceMetrics": [{
+        "resource": resource(resource_attributes),
+        "scopeMetrics": [{ "scope": scope(), "metrics": list }],
+    }]})
+}
+
+/// The work done: dispatch runs in progress and finished, and durable calls finished.
+fn work_counters(metrics: &Metrics, times: &Times) -> Vec<Json> {
+    vec![
         counter(
             "rebuno.runs.in_flight",
             "{run}",
             "Dispatch runs in progress in this process.",
             false,
             std::iter::once((None, metrics.runs_in_flight)),
-            &times,
+            times,
         ),
         counter(
             "rebuno.dispatches",
@@ -308,7 +319,7 @@ pub(crate) fn metrics(resource_attributes: &[Attribute], metrics: &Metrics, now:
                 .dispatches
                 .iter()
                 .map(|(k, v)| (Some(k), as_int(*v))),
-            &times,
+            times,
         ),
         counter(
             "rebuno.steps",
@@ -316,27 +327,39 @@ pub(crate) fn metrics(resource_attributes: &[Attribute], metrics: &Metrics, now:
             "Durable calls finished, by kind, outcome and whether they replayed.",
             true,
             metrics.steps.iter().map(|(k, v)| (Some(k), as_int(*v))),
-            &times,
+            times,
         ),
+    ]
+}
+
+/// How long durable calls and acknowledgements took.
+fn latency_histograms(metrics: &Metrics, times: &Times) -> Vec<Json> {
+    vec![
         histogram(
             "rebuno.step.duration",
             "Durable calls' wall time, by kind and whether they replayed.",
             metrics.step_duration.iter().map(|(k, h)| (Some(k), h)),
-            &times,
+            times,
         ),
         histogram(
             "rebuno.ack.duration",
             "From a dispatch's arrival to its acknowledgement.",
             std::iter::once((None, &metrics.ack_duration)),
-            &times,
+            times,
         ),
+    ]
+}
+
+/// What went wrong on the way: kernel requests sent again, spans dropped.
+fn retry_and_drop_counters(metrics: &Metrics, times: &Times) -> Vec<Json> {
+    vec![
         counter(
             "rebuno.kernel.retries",
             "{request}",
             "Kernel requests sent again after a failure.",
             true,
             std::iter::once((None, as_int(metrics.kernel_retries))),
-            &times,
+            times,
         ),
         counter(
             "rebuno.telemetry.dropped_spans",
@@ -344,13 +367,9 @@ pub(crate) fn metrics(resource_attributes: &[Attribute], metrics: &Metrics, now:
             "Spans dropped because the export buffer was full.",
             true,
             std::iter::once((None, as_int(metrics.dropped_spans))),
-            &times,
+            times,
         ),
-    ];
-    json!({ "resourceMetrics": [{
-        "resource": resource(resource_attributes),
-        "scopeMetrics": [{ "scope": scope(), "metrics": list }],
-    }]})
+    ]
 }
 
 #[cfg(test)]

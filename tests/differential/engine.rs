@@ -20,7 +20,6 @@ use std::fmt::Write as _;
 
 use rebuno_devkernel::identity;
 use serde_json::Value;
-use uuid::Uuid;
 
 use crate::world::Side;
 
@@ -67,17 +66,17 @@ impl Names {
 }
 
 /// Everything compared of one side: one line per event, ack and step.
-pub fn capture(side: &Side, ids: &[Uuid]) -> Vec<String> {
+pub async fn capture(side: &Side, ids: &[String]) -> Vec<String> {
     let mut names = Names::default();
     for id in ids {
-        names.name("exec", &id.to_string());
-        learn(&mut names, side, *id);
+        names.name("exec", id);
+        learn(&mut names, side, id);
     }
     let mut lines = Vec::new();
     for id in ids {
-        let exec = id.to_string();
+        let exec = id.to_owned();
         lines.push(format!("== {} events", names.name("exec", &exec)));
-        let events = side.kernel.events(*id);
+        let events = side.kernel.events(id);
         let mut acks = Vec::new();
         for event in &events {
             let mut payload = event.payload.clone();
@@ -91,7 +90,7 @@ pub fn capture(side: &Side, ids: &[Uuid]) -> Vec<String> {
         }
         acks.sort();
         lines.extend(acks);
-        lines.extend(step_lines(&mut names, side, *id, &events));
+        lines.extend(step_lines(&mut names, side, id, &events).await);
     }
     lines.push("== marks".to_owned());
     lines.extend(side.mark_lines());
@@ -99,8 +98,8 @@ pub fn capture(side: &Side, ids: &[Uuid]) -> Vec<String> {
 }
 
 /// Learns the execution's step identities (checking each step id) and seq positions.
-fn learn(names: &mut Names, side: &Side, id: Uuid) {
-    let exec = id.to_string();
+fn learn(names: &mut Names, side: &Side, id: &str) {
+    let exec = id.to_owned();
     for step in side.kernel.steps(id) {
         let recomputed = identity::step_id(
             &exec,
@@ -138,30 +137,36 @@ fn seq_owner(payload: &Value, exec: &str) -> String {
     }
 }
 
-/// Step records in the order their `step.proposed` appear in the log.
-fn step_lines(
+/// Step records as the kernel serves them (`GET /v0/executions/{id}/steps`, every field of
+/// PROTOCOL.md's step object), in the order their `step.proposed` appear in the log.
+async fn step_lines(
     names: &mut Names,
     side: &Side,
-    id: Uuid,
-    events: &[rebuno_devkernel::Event],
+    id: &str,
+    events: &[rebuno::wire::Event],
 ) -> Vec<String> {
-    let steps = side.kernel.steps(id);
-    let first_seen = |step_id: &str| {
+    let url = format!("{}/v0/executions/{id}/steps", side.kernel.url());
+    let response = reqwest::get(url).await.expect("steps");
+    let steps: Vec<Value> =
+        serde_json::from_str(&response.text().await.expect("steps body")).expect("steps JSON");
+    let first_seen = |step: &Value| {
         events
             .iter()
-            .position(|e| e.payload["step_id"] == step_id)
+            .position(|e| e.payload["step_id"] == step["step_id"])
             .unwrap_or(usize::MAX)
     };
     let mut ordered: Vec<_> = steps.iter().collect();
-    ordered.sort_by_key(|s| (first_seen(&s.step_id), s.occurrence));
-    let exec = id.to_string();
+    ordered.sort_by_key(|s| (first_seen(s), s["occurrence"].as_u64()));
+    let exec = id.to_owned();
     ordered
         .into_iter()
         .map(|step| {
             let mut record = serde_json::json!({
-                "step_id": step.step_id, "status": step.status, "idempotency": step.idempotency,
-                "args": step.args, "result": step.result, "error": step.error,
-                "resources": step.resources, "usage": [step.usage_input, step.usage_output],
+                "step_id": step["step_id"], "status": step["status"],
+                "idempotency": step["idempotency"], "args": step["args"],
+                "result": step["result"], "error": step["error"],
+                "resources": step.get("resources").cloned().unwrap_or_else(|| Value::Array(Vec::new())),
+                "usage": [step["usage_input"], step["usage_output"]],
             });
             normalise(names, &exec, None, &mut record);
             format!("step {}", canonical(&record))
@@ -215,7 +220,7 @@ fn rename(names: &mut Names, key: Option<&str>, text: &str) -> Option<String> {
         // recomputed without its args, so it is named by first appearance.
         return Some(names.name("unrecorded-step", text));
     }
-    if Uuid::parse_str(text).is_ok() {
+    if uuid::Uuid::parse_str(text).is_ok() {
         let category = match key {
             "dispatch_id" => "dispatch",
             "approval_id" => "approval",

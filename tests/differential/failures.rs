@@ -59,7 +59,7 @@ fn twin(builder: AgentBuilder, kit: Kit) -> AgentBuilder {
     )
 }
 
-async fn case(side: &mut Side, input: Value) -> Vec<uuid::Uuid> {
+async fn case(side: &mut Side, input: Value) -> Vec<String> {
     one(side, input).await
 }
 

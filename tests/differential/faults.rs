@@ -6,7 +6,6 @@
 use rebuno::{AgentBuilder, ErrorKind, HandlerError, Idempotency, Step, Tool, define_tool, step};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use uuid::Uuid;
 
 use crate::kit::Kit;
 use crate::run::differential;
@@ -113,13 +112,13 @@ impl Faults {
 
 /// SIGKILL (or a dropped runtime) while the body behind `started` runs, then a fresh process
 /// gets attempt 2.
-async fn crash_in(side: &mut Side, input: Value, started: &str) -> Vec<Uuid> {
+async fn crash_in(side: &mut Side, input: Value, started: &str) -> Vec<String> {
     let id = side.create(input).await;
     side.wait_marks(started, 1).await;
     side.kill(&side.label(0));
     side.serve().await;
-    assert_eq!(side.kernel.redeliver(id).expect("in flight"), 2);
-    side.wait_terminal(id).await;
+    assert_eq!(side.kernel.redeliver(&id).expect("in flight"), 2);
+    side.wait_terminal(&id).await;
     vec![id]
 }
 
@@ -139,18 +138,18 @@ async fn s20b_crash_mid_at_most_once_local_step() {
 
 /// Attempt 2 goes to a second process while attempt 1 still runs; attempt 1 finishes first
 /// and is refused, then attempt 2 completes.
-async fn superseded(side: &mut Side) -> Vec<Uuid> {
+async fn superseded(side: &mut Side) -> Vec<String> {
     let url = "https://example.test/a";
     let id = side.create(json!({ "case": "lease", "url": url })).await;
     side.wait_marks("fetch.started", 1).await;
     let old = side.label(0);
     let new = side.serve().await;
-    assert_eq!(side.kernel.redeliver(id).expect("in flight"), 2);
+    assert_eq!(side.kernel.redeliver(&id).expect("in flight"), 2);
     side.wait_marks("fetch.started", 2).await;
     side.release(&format!("fetch.{old}"));
     side.wait_marks("superseded", 1).await;
     side.release(&format!("fetch.{new}"));
-    side.wait_terminal(id).await;
+    side.wait_terminal(&id).await;
     vec![id]
 }
 
@@ -162,14 +161,14 @@ async fn s21_superseded_dispatch_is_fenced_off() {
 /// Attempt 2 reaches the same process while attempt 1 still runs there: the process drops the
 /// old run for the new one (Python cancels its task, Rust aborts its run), so only attempt 2's
 /// body finishes and nothing is refused.
-async fn superseded_in_process(side: &mut Side) -> Vec<Uuid> {
+async fn superseded_in_process(side: &mut Side) -> Vec<String> {
     let url = "https://example.test/b";
     let id = side.create(json!({ "case": "lease", "url": url })).await;
     side.wait_marks("fetch.started", 1).await;
-    assert_eq!(side.kernel.redeliver(id).expect("in flight"), 2);
+    assert_eq!(side.kernel.redeliver(&id).expect("in flight"), 2);
     side.wait_marks("fetch.started", 2).await;
     side.release(&format!("fetch.{}", side.label(0)));
-    side.wait_terminal(id).await;
+    side.wait_terminal(&id).await;
     vec![id]
 }
 

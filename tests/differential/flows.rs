@@ -8,11 +8,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use rebuno::resource::{Checkpoints, ResourceDriver, resource};
+use rebuno::wire::ExecutionStatus;
 use rebuno::{AgentBuilder, BoxError, HandlerError, Subagent, Tool, define_tool};
-use rebuno_devkernel::ExecutionStatus;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use uuid::Uuid;
 
 use crate::engine::Justified;
 use crate::kit::Kit;
@@ -194,7 +193,7 @@ impl ResourceDriver for DirDriver {
             .0
             .dir
             .join("workspaces")
-            .join(Uuid::new_v4().simple().to_string());
+            .join(uuid::Uuid::new_v4().simple().to_string());
         match checkpoint {
             Some(saved) => copy_dir(&self.0.dir.join("checkpoints").join(saved), &path)?,
             None => std::fs::create_dir_all(&path)?,
@@ -213,7 +212,7 @@ impl ResourceDriver for DirDriver {
     }
 
     async fn checkpoint(&self, handle: &PathBuf) -> Result<String, BoxError> {
-        let name = format!("cp-{}", &Uuid::new_v4().simple().to_string()[..12]);
+        let name = format!("cp-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
         copy_dir(handle, &self.0.dir.join("checkpoints").join(&name))?;
         self.0.mark("driver.checkpoint", &listing(handle).join(" "));
         Ok(name)
@@ -221,10 +220,10 @@ impl ResourceDriver for DirDriver {
 }
 
 /// One parent turn: the child is released once the parent is blocked on it.
-async fn turn(side: &mut Side, question: &str, thread: &str) -> Vec<Uuid> {
+async fn turn(side: &mut Side, question: &str, thread: &str) -> Vec<String> {
     let input = json!({ "case": "lead", "question": question, "thread": thread });
     let parent = side.create(input).await;
-    side.wait_status(parent, |s| s == ExecutionStatus::Blocked)
+    side.wait_status(&parent, |s| s == ExecutionStatus::Blocked)
         .await;
     let client = rebuno::client::Client::builder()
         .base_url(side.kernel.url())
@@ -233,10 +232,10 @@ async fn turn(side: &mut Side, question: &str, thread: &str) -> Vec<Uuid> {
         .expect("client");
     let page = client.list().agent_id("diff-flow").send().await;
     let newest = page.expect("list").executions.remove(0); // newest first: the child
-    let child: Uuid = newest.id.parse().expect("uuid");
+    let child = newest.id.clone();
     side.release(&format!("chat-{question}"));
-    side.wait_terminal(parent).await;
-    side.wait_terminal(child).await;
+    side.wait_terminal(&parent).await;
+    side.wait_terminal(&child).await;
     vec![parent, child]
 }
 
@@ -284,25 +283,25 @@ async fn s15_resource_with_checkpoints() {
 
 /// Forks right after the first write succeeded: it replays, the second write runs live on the
 /// directory restored from the checkpoint that covers that point.
-async fn forked(side: &mut Side) -> Vec<Uuid> {
+async fn forked(side: &mut Side) -> Vec<String> {
     let source = side.run(notes()).await;
-    let steps = side.kernel.steps(source);
+    let steps = side.kernel.steps(&source);
     let first = steps
         .iter()
         .find(|s| s.args.as_ref().is_some_and(|a| a["name"] == "a.txt"))
         .expect("write a.txt");
-    let events = side.kernel.events(source);
+    let events = side.kernel.events(&source);
     let written = events
         .iter()
         .find(|e| e.kind == "step.succeeded" && e.payload["step_id"] == first.step_id.as_str())
         .expect("a.txt written");
     let fork = side
         .kernel
-        .fork(source, written.event_seq)
+        .fork(&source, written.event_seq)
         .expect("fork")
         .id;
-    side.watch(fork);
-    side.wait_terminal(fork).await;
+    side.watch(&fork);
+    side.wait_terminal(&fork).await;
     vec![source, fork]
 }
 

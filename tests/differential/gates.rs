@@ -4,11 +4,10 @@
 
 use std::time::Duration;
 
+use rebuno::wire::ExecutionStatus;
 use rebuno::{AgentBuilder, HandlerError, Step, Tool, define_tool};
-use rebuno_devkernel::ExecutionStatus;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use uuid::Uuid;
 
 use crate::engine::Justified;
 use crate::kit::Kit;
@@ -128,25 +127,27 @@ enum Answer {
     Expire,
 }
 
-async fn publish(side: &mut Side, answer: Answer) -> Vec<Uuid> {
+async fn publish(side: &mut Side, answer: Answer) -> Vec<String> {
     let id = side
         .create(json!({ "case": "publish", "text": "hello world" }))
         .await;
-    side.wait_status(id, |s| s == ExecutionStatus::Blocked)
+    side.wait_status(&id, |s| s == ExecutionStatus::Blocked)
         .await;
     let approval = side.kernel.approvals().remove(0);
     match answer {
-        Answer::Grant => side.kernel.decide_as(approval.id, true, "alice", "ship it"),
+        Answer::Grant => side
+            .kernel
+            .decide_as(&approval.id, true, "alice", "ship it"),
         Answer::Deny => side
             .kernel
-            .decide_as(approval.id, false, "alice", "not today"),
+            .decide_as(&approval.id, false, "alice", "not today"),
         Answer::Expire => {
             side.advance(Duration::from_secs(6 * 60));
             Ok(())
         }
     }
     .expect("decide");
-    side.wait_terminal(id).await;
+    side.wait_terminal(&id).await;
     vec![id]
 }
 
@@ -182,11 +183,11 @@ async fn s08_approval_expired() {
 
 /// The second `ping` parks the execution; the clock moves past the refill and the re-delivered
 /// handler replays the first and runs the second.
-async fn parked(side: &mut Side) -> Vec<Uuid> {
+async fn parked(side: &mut Side) -> Vec<String> {
     let id = side.create(json!({ "case": "ping" })).await;
-    side.wait_event(id, "step.rate_limited").await;
+    side.wait_event(&id, "step.rate_limited").await;
     side.advance(Duration::from_secs(10 * 60));
-    side.wait_terminal(id).await;
+    side.wait_terminal(&id).await;
     vec![id]
 }
 

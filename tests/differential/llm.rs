@@ -58,7 +58,7 @@ fn twin(builder: AgentBuilder, kit: Kit) -> AgentBuilder {
             // Python 0.29.2 never retries a provider's answer; this SDK retries 408, 429 and
             // 5xx by default (issue 29), so a scenario comparing how one answer is recorded
             // opts out.
-            let transport = rebuno::kernel::HyperTransport::new()?;
+            let transport = rebuno::transport::HyperTransport::new()?;
             let llm = rebuno::llm::DurableLlm::from_transport(transport)
                 .retry(rebuno::RetryPolicy::none());
             llm.send(request).await?
@@ -89,7 +89,7 @@ fn twin(builder: AgentBuilder, kit: Kit) -> AgentBuilder {
     })
 }
 
-async fn ask(side: &mut Side, model: &str, stream: bool) -> Vec<uuid::Uuid> {
+async fn ask(side: &mut Side, model: &str, stream: bool) -> Vec<String> {
     side.stub
         .set_reply("Grüße ☕ from the stub, in several chunks");
     let input = json!({ "model": model, "prompt": "hi", "stream": stream });

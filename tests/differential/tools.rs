@@ -183,7 +183,7 @@ impl Tools {
     }
 }
 
-async fn case(side: &mut Side, case: &str) -> Vec<uuid::Uuid> {
+async fn case(side: &mut Side, case: &str) -> Vec<String> {
     one(side, json!({ "case": case })).await
 }
 

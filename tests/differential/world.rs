@@ -13,10 +13,10 @@ use std::fs;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use rebuno::wire::{Execution, ExecutionStatus};
 use rebuno::{Agent, AgentBuilder};
-use rebuno_devkernel::{AgentSpec, DevKernel, Execution, ExecutionStatus, NewExecution};
+use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
 use serde_json::Value;
-use uuid::Uuid;
 
 use crate::kit::Kit;
 use crate::llm_stub::LlmStub;
@@ -100,7 +100,7 @@ pub struct Side {
     pub stub: LlmStub,
     group: &'static Group,
     procs: Vec<(String, Proc)>,
-    watched: Vec<Uuid>,
+    watched: Vec<String>,
 }
 
 impl Side {
@@ -216,33 +216,33 @@ impl Side {
     }
 
     /// Creates an execution of the group's agent.
-    pub async fn create(&mut self, input: Value) -> Uuid {
+    pub async fn create(&mut self, input: Value) -> String {
         let new = NewExecution::new(self.group.agent_id, input);
         let created = self.kernel.create_execution(new).await;
         let id = created.expect("create execution").id;
-        self.watched.push(id);
+        self.watched.push(id.clone());
         id
     }
 
     /// Creates an execution and waits for it to end.
-    pub async fn run(&mut self, input: Value) -> Uuid {
+    pub async fn run(&mut self, input: Value) -> String {
         let id = self.create(input).await;
-        self.wait_terminal(id).await;
+        self.wait_terminal(&id).await;
         id
     }
 
     /// Remembers an execution made elsewhere (a subagent, a fork) for the diagnostics.
-    pub fn watch(&mut self, id: Uuid) {
-        if !self.watched.contains(&id) {
-            self.watched.push(id);
+    pub fn watch(&mut self, id: &str) {
+        if !self.watched.iter().any(|known| known == id) {
+            self.watched.push(id.to_owned());
         }
     }
 
-    pub async fn wait_terminal(&self, id: Uuid) -> Execution {
+    pub async fn wait_terminal(&self, id: &str) -> Execution {
         self.wait_status(id, ExecutionStatus::is_terminal).await
     }
 
-    pub async fn wait_status(&self, id: Uuid, done: impl Fn(ExecutionStatus) -> bool) -> Execution {
+    pub async fn wait_status(&self, id: &str, done: impl Fn(ExecutionStatus) -> bool) -> Execution {
         match self.kernel.wait_until(id, WAIT, done).await {
             Ok(execution) => execution,
             Err(e) => panic!("{:?} side: {e}", self.lang),
@@ -250,7 +250,7 @@ impl Side {
     }
 
     /// Waits until the log of `id` holds an event of `kind`; returns its seq.
-    pub async fn wait_event(&self, id: Uuid, kind: &str) -> u64 {
+    pub async fn wait_event(&self, id: &str, kind: &str) -> u64 {
         for _ in 0..(WAIT.as_millis() / 10) {
             let events = self.kernel.events(id);
             if let Some(event) = events.iter().find(|e| e.kind == kind) {
@@ -319,7 +319,7 @@ impl Side {
         }
         for id in &self.watched {
             let _ = writeln!(out, "----- {:?} events of {id} -----", self.lang);
-            for e in self.kernel.events(*id) {
+            for e in self.kernel.events(id) {
                 let _ = writeln!(out, "{:>3} {:<24} {}", e.event_seq, e.kind, e.payload);
             }
         }

@@ -7,6 +7,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
 
 use crate::support;
+use rebuno::wire::ExecutionStatus;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -22,7 +23,8 @@ use async_openai::types::chat::{
 };
 use futures_util::StreamExt;
 use rebuno::HandlerError;
-use rebuno_devkernel::{AgentSpec, DevKernel, Execution, NewExecution};
+use rebuno::wire::Execution;
+use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
 use serde_json::{Value, json};
 use support::llm_stub::{Fault, LlmStub};
 use support::*;
@@ -68,7 +70,7 @@ async fn start(
 }
 
 /// Waits until the execution has a succeeded step, re-delivers it, and waits for its end.
-async fn redeliver_after_first_step(kernel: &DevKernel, id: uuid::Uuid) -> Execution {
+async fn redeliver_after_first_step(kernel: &DevKernel, id: &str) -> Execution {
     for _ in 0..1000 {
         if kernel.events(id).iter().any(|e| e.kind == "step.succeeded") {
             break;
@@ -79,7 +81,7 @@ async fn redeliver_after_first_step(kernel: &DevKernel, id: uuid::Uuid) -> Execu
     kernel.wait_terminal(id, WAIT).await.unwrap()
 }
 
-fn llm_steps(kernel: &DevKernel, id: uuid::Uuid) -> Vec<Value> {
+fn llm_steps(kernel: &DevKernel, id: &str) -> Vec<Value> {
     kernel
         .steps(id)
         .iter()
@@ -117,9 +119,14 @@ async fn a_chat_completion_is_recorded_once_and_replayed_on_redelivery() {
         .await
         .unwrap();
 
-    let done = redeliver_after_first_step(&kernel, created.id).await;
+    let done = redeliver_after_first_step(&kernel, &created.id).await;
 
-    assert_eq!(done.status.as_str(), "completed", "{}", done.failure_reason);
+    assert_eq!(
+        done.status,
+        ExecutionStatus::Completed,
+        "{}",
+        done.failure_reason
+    );
     assert_eq!(
         done.output,
         Some(json!({ "id": "chatcmpl-stub-1", "text": stub.reply() })),
@@ -127,7 +134,7 @@ async fn a_chat_completion_is_recorded_once_and_replayed_on_redelivery() {
     );
     assert_eq!(stub.hits(), 1, "the provider was called once");
     assert_eq!(attempts.load(Ordering::SeqCst), 2, "two dispatches ran");
-    let steps = llm_steps(&kernel, created.id);
+    let steps = llm_steps(&kernel, &created.id);
     assert_eq!(steps.len(), 1);
     assert_eq!(steps[0]["target"], "gpt-test");
     assert_eq!(
@@ -144,7 +151,7 @@ async fn a_chat_completion_is_recorded_once_and_replayed_on_redelivery() {
 }
 
 /// Reads an execution's live deltas from the kernel's SSE route into `into`.
-async fn subscribe(kernel: &DevKernel, id: uuid::Uuid, into: Arc<Mutex<Vec<Value>>>) {
+async fn subscribe(kernel: &DevKernel, id: &str, into: Arc<Mutex<Vec<Value>>>) {
     let url = format!("{}/v0/executions/{id}/stream", kernel.url());
     let response = reqwest::get(url).await.unwrap();
     assert!(response.status().is_success(), "{}", response.status());
@@ -201,12 +208,17 @@ async fn a_streamed_chat_completion_is_teed_live_and_replayed_without_the_provid
         .await
         .unwrap();
     let deltas = Arc::new(Mutex::new(Vec::new()));
-    subscribe(&kernel, created.id, Arc::clone(&deltas)).await;
+    subscribe(&kernel, &created.id, Arc::clone(&deltas)).await;
     go.add_permits(1);
 
-    let done = redeliver_after_first_step(&kernel, created.id).await;
+    let done = redeliver_after_first_step(&kernel, &created.id).await;
 
-    assert_eq!(done.status.as_str(), "completed", "{}", done.failure_reason);
+    assert_eq!(
+        done.status,
+        ExecutionStatus::Completed,
+        "{}",
+        done.failure_reason
+    );
     let output = done.output.unwrap();
     assert_eq!(
         output["text"],
@@ -215,7 +227,7 @@ async fn a_streamed_chat_completion_is_teed_live_and_replayed_without_the_provid
     );
     assert!(output["chunks"].as_u64().unwrap() > 1, "{output}");
     assert_eq!(stub.hits(), 1, "the replay did not reach the provider");
-    let steps = llm_steps(&kernel, created.id);
+    let steps = llm_steps(&kernel, &created.id);
     assert_eq!(steps.len(), 1);
     assert_eq!(steps[0]["args"]["stream"], true);
     let record = &steps[0]["result"];
@@ -288,7 +300,7 @@ async fn a_denied_call_is_an_openai_api_error_and_fails_the_execution_with_its_r
 
     let done = run(&kernel, "denied", json!({})).await;
 
-    assert_eq!(done.status.as_str(), "failed");
+    assert_eq!(done.status, ExecutionStatus::Failed);
     assert_eq!(
         done.failure_reason, "no_gpt",
         "the refusal inside the OpenAIError was found"
@@ -343,10 +355,15 @@ async fn provider_retries_inside_the_layer_are_one_step_and_calls_outside_execut
 
     let done = run(&kernel, "retrier", json!({})).await;
 
-    assert_eq!(done.status.as_str(), "completed", "{}", done.failure_reason);
+    assert_eq!(
+        done.status,
+        ExecutionStatus::Completed,
+        "{}",
+        done.failure_reason
+    );
     assert_eq!(done.output, Some(json!("chatcmpl-stub-3")));
     assert_eq!(stub.hits(), 3, "one failed attempt and its retry");
-    let steps = llm_steps(&kernel, done.id);
+    let steps = llm_steps(&kernel, &done.id);
     assert_eq!(steps.len(), 1, "the retry stayed inside one step");
     assert_eq!(steps[0]["result"]["status"], 200);
     served.shutdown().await;

@@ -2,6 +2,7 @@
 //! behind, an attempt delivered twice runs once, and a panic fails the execution at once.
 
 use crate::support;
+use rebuno::wire::ExecutionStatus;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -130,13 +131,18 @@ async fn an_attempt_delivered_again_after_its_run_ended_does_not_run_twice() {
         "the repeat charged nothing"
     );
 
-    kernel.redeliver(created.id).expect("next attempt");
-    let done = kernel.wait_terminal(created.id, WAIT).await.expect("ends");
-    assert_eq!(done.status.as_str(), "completed", "{}", done.failure_reason);
+    kernel.redeliver(&created.id).expect("next attempt");
+    let done = kernel.wait_terminal(&created.id, WAIT).await.expect("ends");
+    assert_eq!(
+        done.status,
+        ExecutionStatus::Completed,
+        "{}",
+        done.failure_reason
+    );
     assert_eq!(done.output, Some(json!({ "cents": 500, "receipt": "r-1" })));
     assert_eq!(charged.load(Ordering::SeqCst), 1, "charged exactly once");
     let charges = kernel
-        .steps(created.id)
+        .steps(&created.id)
         .into_iter()
         .filter(|s| s.target == "charge")
         .count();
@@ -167,10 +173,10 @@ async fn a_panicking_handler_fails_the_execution_at_once_with_its_message() {
         .expect("create");
     // The default lease is 120 s: an execution that waited on it would not end in time.
     let done = kernel
-        .wait_terminal(created.id, Duration::from_secs(10))
+        .wait_terminal(&created.id, Duration::from_secs(10))
         .await
         .expect("the execution ends well within one lease");
-    assert_eq!(done.status.as_str(), "failed");
+    assert_eq!(done.status, ExecutionStatus::Failed);
     assert!(
         done.failure_reason.starts_with("agent_error: ")
             && done
@@ -179,7 +185,7 @@ async fn a_panicking_handler_fails_the_execution_at_once_with_its_message() {
         "{}",
         done.failure_reason
     );
-    let acks = types(&kernel.events(created.id))
+    let acks = types(&kernel.events(&created.id))
         .iter()
         .filter(|t| *t == "dispatch.acked")
         .count();
@@ -201,16 +207,16 @@ async fn wait_for(condition: impl Fn() -> bool) {
 /// connection cut mid-response does.
 #[derive(Debug)]
 struct LosesFirstSubmitAnswer {
-    inner: rebuno::kernel::ReqwestTransport,
+    inner: rebuno::transport::ReqwestTransport,
     lost: Arc<AtomicUsize>,
 }
 
-impl rebuno::kernel::Transport for LosesFirstSubmitAnswer {
+impl rebuno::transport::Transport for LosesFirstSubmitAnswer {
     fn send(
         &self,
         request: http::Request<bytes::Bytes>,
         timeout: Duration,
-    ) -> rebuno::kernel::TransportFuture {
+    ) -> rebuno::transport::TransportFuture {
         let submit =
             request.method() == http::Method::POST && request.uri().path().ends_with("/steps");
         let sent = self.inner.send(request, timeout);
@@ -218,8 +224,8 @@ impl rebuno::kernel::Transport for LosesFirstSubmitAnswer {
         Box::pin(async move {
             let answer = sent.await;
             if submit && lost.fetch_add(1, Ordering::SeqCst) == 0 {
-                return Err(rebuno::kernel::TransportError::new(
-                    rebuno::kernel::TransportErrorKind::Timeout,
+                return Err(rebuno::transport::TransportError::new(
+                    rebuno::transport::TransportErrorKind::Timeout,
                     "answer lost on the way back",
                 ));
             }
@@ -248,7 +254,7 @@ async fn a_lost_submit_answer_ends_the_dispatch_instead_of_failing_the_execution
         .secret(SECRET)
         .base_url(kernel.url())
         .transport(LosesFirstSubmitAnswer {
-            inner: rebuno::kernel::ReqwestTransport::new().unwrap(),
+            inner: rebuno::transport::ReqwestTransport::new().unwrap(),
             lost: Arc::clone(&lost),
         })
         .handler_with_state(charge, |charge, _: Value| async move {
@@ -267,13 +273,18 @@ async fn a_lost_submit_answer_ends_the_dispatch_instead_of_failing_the_execution
     wait_for(|| lost.load(Ordering::SeqCst) == 1).await;
     wait_for(|| agent.in_flight() == 0).await;
     assert_eq!(
-        kernel.execution(created.id).unwrap().status.as_str(),
-        "running",
+        kernel.execution(&created.id).unwrap().status,
+        ExecutionStatus::Running,
         "not failed: the kernel re-delivers"
     );
-    kernel.redeliver(created.id).expect("next attempt");
-    let done = kernel.wait_terminal(created.id, WAIT).await.expect("ends");
-    assert_eq!(done.status.as_str(), "completed", "{}", done.failure_reason);
+    kernel.redeliver(&created.id).expect("next attempt");
+    let done = kernel.wait_terminal(&created.id, WAIT).await.expect("ends");
+    assert_eq!(
+        done.status,
+        ExecutionStatus::Completed,
+        "{}",
+        done.failure_reason
+    );
     assert_eq!(done.output, Some(json!(7)));
     assert_eq!(ran.load(Ordering::SeqCst), 1, "the tool ran once");
     served.shutdown().await;

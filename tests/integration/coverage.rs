@@ -8,8 +8,9 @@ use crate::support;
 
 use rebuno::client::Client;
 use rebuno::resource::{Checkpoints, resource};
+use rebuno::wire::Event;
 use rebuno::{HandlerError, define_tool, step};
-use rebuno_devkernel::{AgentSpec, DevKernel, Event};
+use rebuno_devkernel::{AgentSpec, DevKernel};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use support::notebook::Shelf;
@@ -102,7 +103,7 @@ async fn every_fork_point_restores_what_the_coverage_rules_say() {
         source.output,
         Some(json!({ "restored": [], "final": ["a", "b", "c"] }))
     );
-    let events = kernel.events(source.id);
+    let events = kernel.events(&source.id);
     let client = Client::builder().base_url(kernel.url()).build().unwrap();
     let mut covered_forks = 0;
 
@@ -182,7 +183,7 @@ async fn covered_after_count(reuse: bool) -> bool {
     )
     .await;
     let source = run(&kernel, "scribe", json!({})).await;
-    let events = kernel.events(source.id);
+    let events = kernel.events(&source.id);
     let count = events
         .iter()
         .find(|e| e.kind == "step.succeeded" && e.payload["target"] == "count")

@@ -3,6 +3,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
 
 use crate::support;
+use rebuno::wire::ExecutionStatus;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -92,7 +93,7 @@ fn start_process(
     (addr, runtime)
 }
 
-async fn wait_for(kernel: &DevKernel, id: uuid::Uuid, kind: &str) {
+async fn wait_for(kernel: &DevKernel, id: &str, kind: &str) {
     for _ in 0..200 {
         if kernel.events(id).iter().any(|e| e.kind == kind) {
             return;
@@ -124,7 +125,7 @@ async fn a_crashed_agent_resumes_on_redelivery_without_rerunning_recorded_steps(
         ))
         .await
         .expect("create");
-    wait_for(&kernel, created.id, "step.succeeded").await;
+    wait_for(&kernel, &created.id, "step.succeeded").await;
 
     // Crash: every task of the first process dies mid-handler, without a goodbye.
     first_process.shutdown_background();
@@ -138,15 +139,15 @@ async fn a_crashed_agent_resumes_on_redelivery_without_rerunning_recorded_steps(
             SECRET,
         ))
         .expect("re-register");
-    kernel.redeliver(created.id).expect("redeliver");
+    kernel.redeliver(&created.id).expect("redeliver");
     let done = kernel
-        .wait_terminal(created.id, WAIT)
+        .wait_terminal(&created.id, WAIT)
         .await
         .expect("execution ends");
 
     assert_eq!(
-        done.status.as_str(),
-        "completed",
+        done.status,
+        ExecutionStatus::Completed,
         "failure: {}",
         done.failure_reason
     );
@@ -160,7 +161,7 @@ async fn a_crashed_agent_resumes_on_redelivery_without_rerunning_recorded_steps(
         "the recorded send_email replayed instead of running again"
     );
     assert_eq!(effects.second.load(Ordering::SeqCst), 1);
-    let events = kernel.events(created.id);
+    let events = kernel.events(&created.id);
     let acked: Vec<_> = events
         .iter()
         .filter(|e| e.kind == "dispatch.acked")

@@ -5,6 +5,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
 
 use crate::support;
+use rebuno::wire::ExecutionStatus;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -48,10 +49,10 @@ async fn a_run_near_its_deadline_yields_and_the_redelivery_finishes_it() {
         .await
         .expect("create");
     tokio::time::sleep(Duration::from_millis(1300)).await;
-    let midway = kernel.execution(created.id).expect("exists");
+    let midway = kernel.execution(&created.id).expect("exists");
     assert_eq!(
-        midway.status.as_str(),
-        "running",
+        midway.status,
+        ExecutionStatus::Running,
         "yielding does not fail the execution"
     );
     assert_eq!(
@@ -60,8 +61,8 @@ async fn a_run_near_its_deadline_yields_and_the_redelivery_finishes_it() {
         "the second step was not started"
     );
 
-    kernel.redeliver(created.id).expect("lease expiry");
-    let done = kernel.wait_terminal(created.id, WAIT).await.expect("ends");
+    kernel.redeliver(&created.id).expect("lease expiry");
+    let done = kernel.wait_terminal(&created.id, WAIT).await.expect("ends");
 
     assert_eq!(done.output, Some(json!("stored")));
     assert_eq!(
@@ -70,7 +71,7 @@ async fn a_run_near_its_deadline_yields_and_the_redelivery_finishes_it() {
         "nothing ran twice"
     );
     let acked = kernel
-        .events(created.id)
+        .events(&created.id)
         .into_iter()
         .filter(|e| e.kind == "dispatch.acked")
         .count();
@@ -122,10 +123,10 @@ async fn the_executions_own_deadline_stops_new_steps_before_the_kernel_cancels_i
         .unwrap();
     let deadline_at = created.deadline_at.expect("the kernel set a deadline");
     let done = kernel
-        .wait_terminal(created.id, Duration::from_secs(20))
+        .wait_terminal(&created.id, Duration::from_secs(20))
         .await
         .unwrap();
-    assert_eq!(done.status, rebuno_devkernel::ExecutionStatus::Cancelled);
+    assert_eq!(done.status, rebuno::wire::ExecutionStatus::Cancelled);
     assert_eq!(done.failure_reason, "deadline_exceeded");
     assert_eq!(
         seen.lock().unwrap().as_deref(),
@@ -138,13 +139,13 @@ async fn the_executions_own_deadline_stops_new_steps_before_the_kernel_cancels_i
         "no step started past the margin"
     );
     let steps: Vec<(String, String)> = kernel
-        .steps(created.id)
+        .steps(&created.id)
         .into_iter()
-        .map(|s| (s.target, format!("{:?}", s.status)))
+        .map(|s| (s.target, s.status))
         .collect();
     assert_eq!(
         steps,
-        [("fetch".to_owned(), "Succeeded".to_owned())],
+        [("fetch".to_owned(), "succeeded".to_owned())],
         "the step in flight was recorded"
     );
     served.shutdown().await;

@@ -7,6 +7,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
 
 use crate::support;
+use rebuno::wire::ExecutionStatus;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,8 +15,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use rebuno::client::Client;
 use rebuno::resource::drivers::{Database, DirectoryWorkspace, SqliteDatabase, Workspace};
 use rebuno::resource::{CheckpointUnavailable, Checkpoints, ResourceDriver, resource};
+use rebuno::wire::Execution;
 use rebuno::{BoxError, HandlerError, define_tool, step};
-use rebuno_devkernel::{AgentSpec, DevKernel, Execution};
+use rebuno_devkernel::{AgentSpec, DevKernel};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use support::*;
@@ -396,9 +398,14 @@ struct Note {
 /// the original and forked executions.
 async fn run_and_fork(kernel: &DevKernel, agent_id: &str) -> (Execution, rebuno::wire::Execution) {
     let done = run(kernel, agent_id, json!(["a", "b"])).await;
-    assert_eq!(done.status.as_str(), "completed", "{}", done.failure_reason);
+    assert_eq!(
+        done.status,
+        ExecutionStatus::Completed,
+        "{}",
+        done.failure_reason
+    );
     let first_write = kernel
-        .events(done.id)
+        .events(&done.id)
         .iter()
         .find(|e| e.kind == "step.succeeded")
         .unwrap()

@@ -2,6 +2,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
 
 use crate::support;
+use rebuno::wire::ExecutionStatus;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -52,8 +53,8 @@ async fn two_tool_calls_and_a_step_complete_with_events_in_order() {
     let done = run(&kernel, "researcher", json!({ "topic": "rust" })).await;
 
     assert_eq!(
-        done.status.as_str(),
-        "completed",
+        done.status,
+        ExecutionStatus::Completed,
         "failure: {}",
         done.failure_reason
     );
@@ -62,7 +63,7 @@ async fn two_tool_calls_and_a_step_complete_with_events_in_order() {
         Some(json!({ "hits": ["rust result", "rust history result"], "stamp": 42 }))
     );
     assert_eq!(runs.load(Ordering::SeqCst), 2);
-    let events = kernel.events(done.id);
+    let events = kernel.events(&done.id);
     let steps: Vec<_> = types(&events)
         .into_iter()
         .filter(|t| t.starts_with("step."))
@@ -111,7 +112,7 @@ async fn an_input_that_does_not_fit_fails_with_input_invalid() {
 
     let done = run(&kernel, "strict", json!({ "subject": "rust" })).await;
 
-    assert_eq!(done.status.as_str(), "failed");
+    assert_eq!(done.status, ExecutionStatus::Failed);
     assert!(
         done.failure_reason.starts_with("input_invalid: "),
         "{}",
@@ -139,18 +140,18 @@ async fn a_failing_tool_fails_the_step_and_the_execution_with_tool_error() {
 
     let done = run(&kernel, "broken", json!({ "topic": "x" })).await;
 
-    assert_eq!(done.status.as_str(), "failed");
+    assert_eq!(done.status, ExecutionStatus::Failed);
     assert_eq!(
         done.failure_reason,
         "tool_error: fetch_page: connection reset"
     );
-    let events = kernel.events(done.id);
+    let events = kernel.events(&done.id);
     let failed = events
         .iter()
         .find(|e| e.kind == "step.failed")
         .expect("step.failed event");
     assert_eq!(failed.payload["target"], "fetch_page");
-    let steps = kernel.steps(done.id);
+    let steps = kernel.steps(&done.id);
     assert_eq!(
         steps[0].error,
         Some(json!({ "message": "connection reset" }))
@@ -330,7 +331,7 @@ async fn a_fork_under_another_policy_bundle_is_decided_by_it() {
         Some(json!({ "published": "published the post" }))
     );
     let started = kernel
-        .events(original.id.parse().unwrap())
+        .events(&original.id)
         .iter()
         .position(|e| e.kind == "execution.started")
         .unwrap() as u64
@@ -357,7 +358,7 @@ async fn a_fork_under_another_policy_bundle_is_decided_by_it() {
 #[tokio::test]
 async fn creations_inside_a_run_are_idempotent_across_redeliveries() {
     use rebuno::client::Client;
-    use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
+    use rebuno_devkernel::{AgentSpec, DevKernel, ExecutionExt, NewExecution};
     use std::time::Duration;
     let _trace = trace_init();
     let kernel = DevKernel::start().await.expect("kernel");
@@ -414,8 +415,8 @@ async fn creations_inside_a_run_are_idempotent_across_redeliveries() {
     while workers().await.len() < 3 {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    kernel.redeliver(created.id).unwrap();
-    let done = kernel.wait_terminal(created.id, WAIT).await.unwrap();
+    kernel.redeliver(&created.id).unwrap();
+    let done = kernel.wait_terminal(&created.id, WAIT).await.unwrap();
     let ids: Vec<String> = done.output_as().unwrap();
     assert_eq!(ids.len(), 3);
     let mut distinct = ids.clone();

@@ -3,6 +3,7 @@
 //! kernel and a collector that is down each log or fail with what to change.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
 
+use rebuno::wire::ExecutionStatus;
 use std::time::Duration;
 
 use rebuno::signing::sign_webhook;
@@ -193,7 +194,12 @@ async fn a_failed_telemetry_export_names_its_cause() {
     })
     .await;
     let done = crate::support::run(&kernel, "exported", json!("hi")).await;
-    assert_eq!(done.status.as_str(), "completed", "{}", done.failure_reason);
+    assert_eq!(
+        done.status,
+        ExecutionStatus::Completed,
+        "{}",
+        done.failure_reason
+    );
     served.shutdown().await;
 
     let error = telemetry.flush().await.unwrap_err();

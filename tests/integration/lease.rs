@@ -5,6 +5,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
 
 use crate::support;
+use rebuno::wire::ExecutionStatus;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -48,15 +49,15 @@ async fn a_superseded_run_stops_at_its_next_write_without_failing_the_execution(
         .create_execution(NewExecution::new("gated", json!({})))
         .await
         .expect("create");
-    wait_for(&kernel, created.id, "step.succeeded", 1).await;
+    wait_for(&kernel, &created.id, "step.succeeded", 1).await;
 
     // The lease is reclaimed and the dispatch goes to a second process.
     let second = serve(gated(&kernel, second_gate, Arc::clone(&afters))).await;
     kernel
         .register_agent(AgentSpec::new("gated", second.webhook_url(), SECRET))
         .expect("re-register");
-    kernel.redeliver(created.id).expect("redeliver");
-    wait_for(&kernel, created.id, "dispatch.acked", 2).await;
+    kernel.redeliver(&created.id).expect("redeliver");
+    wait_for(&kernel, &created.id, "dispatch.acked", 2).await;
 
     open_first.send(true).expect("open first");
     first.shutdown().await; // waits until the first run has ended
@@ -66,13 +67,13 @@ async fn a_superseded_run_stops_at_its_next_write_without_failing_the_execution(
         "the superseded run did not run its next step"
     );
     assert_eq!(
-        kernel.execution(created.id).unwrap().status.as_str(),
-        "running",
+        kernel.execution(&created.id).unwrap().status,
+        ExecutionStatus::Running,
         "and did not fail the execution"
     );
 
     open_second.send(true).expect("open second");
-    let done = kernel.wait_terminal(created.id, WAIT).await.expect("ends");
+    let done = kernel.wait_terminal(&created.id, WAIT).await.expect("ends");
     assert_eq!(done.output, Some(json!("done")));
     assert_eq!(afters.load(Ordering::SeqCst), 1);
     second.shutdown().await;
@@ -96,7 +97,7 @@ async fn close_refuses_new_dispatches_and_join_waits_for_runs_in_flight() {
         .create_execution(NewExecution::new("gated", json!({})))
         .await
         .expect("create");
-    wait_for(&kernel, running.id, "step.succeeded", 1).await;
+    wait_for(&kernel, &running.id, "step.succeeded", 1).await;
     assert_eq!(agent.in_flight(), 1);
 
     let closing = tokio::spawn({
@@ -107,20 +108,20 @@ async fn close_refuses_new_dispatches_and_join_waits_for_runs_in_flight() {
         .create_execution(NewExecution::new("gated", json!({})))
         .await
         .expect("create");
-    wait_for(&kernel, refused.id, "dispatch.failed", 1).await;
+    wait_for(&kernel, &refused.id, "dispatch.failed", 1).await;
     assert!(!closing.is_finished(), "close waits for the run in flight");
 
     open.send(true).expect("open");
     closing.await.expect("closed");
     assert_eq!(agent.in_flight(), 0);
     assert_eq!(
-        kernel.execution(running.id).unwrap().status.as_str(),
-        "completed"
+        kernel.execution(&running.id).unwrap().status,
+        ExecutionStatus::Completed
     );
     served.shutdown().await;
 }
 
-async fn wait_for(kernel: &DevKernel, id: uuid::Uuid, kind: &str, count: usize) {
+async fn wait_for(kernel: &DevKernel, id: &str, kind: &str, count: usize) {
     for _ in 0..400 {
         if kernel.events(id).iter().filter(|e| e.kind == kind).count() >= count {
             return;
@@ -167,18 +168,18 @@ async fn a_redelivery_to_the_same_process_while_a_step_runs_supersedes_the_old_r
         .create_execution(NewExecution::new("racer", json!({})))
         .await
         .expect("create");
-    wait_for(&kernel, created.id, "step.executing", 2).await;
+    wait_for(&kernel, &created.id, "step.executing", 2).await;
 
-    kernel.redeliver(created.id).expect("redeliver");
+    kernel.redeliver(&created.id).expect("redeliver");
     let done = kernel
-        .wait_terminal(created.id, WAIT)
+        .wait_terminal(&created.id, WAIT)
         .await
         .expect("the second delivery finishes");
 
-    assert_eq!(done.status.as_str(), "completed");
+    assert_eq!(done.status, ExecutionStatus::Completed);
     assert_eq!(done.output, Some(json!({ "attempt": 2 })));
     let succeeded = || {
-        let events = kernel.events(created.id);
+        let events = kernel.events(&created.id);
         events.iter().filter(|e| e.kind == "step.succeeded").count()
     };
     assert_eq!(succeeded(), 2, "each step settled once");

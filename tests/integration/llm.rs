@@ -14,12 +14,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::StreamExt;
 use rebuno::HandlerError;
-use rebuno_devkernel::{AgentSpec, DevKernel, ExecutionStatus, NewExecution};
+use rebuno::wire::ExecutionStatus;
+use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
 use serde_json::{Value, json};
 use support::llm_stub::{Fault, LlmStub};
 use support::*;
 use tokio::sync::Semaphore;
-use uuid::Uuid;
 
 /// A provider as a plain tower service with its own body type: what `DurableLlmLayer` wraps.
 #[derive(Clone)]
@@ -152,7 +152,7 @@ async fn asker(policy: Option<&str>, gated: bool) -> Asker {
 }
 
 impl Asker {
-    async fn create(&self, input: Value) -> Uuid {
+    async fn create(&self, input: Value) -> String {
         self.kernel
             .create_execution(NewExecution::new("asker", input))
             .await
@@ -160,7 +160,7 @@ impl Asker {
             .id
     }
 
-    async fn wait_event(&self, id: Uuid, kind: &str) {
+    async fn wait_event(&self, id: &str, kind: &str) {
         for _ in 0..2000 {
             if self.kernel.events(id).iter().any(|e| e.kind == kind) {
                 return;
@@ -174,7 +174,7 @@ impl Asker {
     }
 
     /// The one `llm_call` step's stored form.
-    fn llm_step(&self, id: Uuid) -> Value {
+    fn llm_step(&self, id: &str) -> Value {
         let steps: Vec<Value> = self
             .kernel
             .steps(id)
@@ -187,7 +187,7 @@ impl Asker {
     }
 
     /// Re-delivers the execution whose first dispatch hangs, and waits for its end.
-    async fn redeliver_and_finish(&self, id: Uuid) -> rebuno_devkernel::Execution {
+    async fn redeliver_and_finish(&self, id: &str) -> rebuno::wire::Execution {
         self.kernel.redeliver(id).unwrap();
         self.kernel.wait_terminal(id, WAIT).await.unwrap()
     }
@@ -208,10 +208,10 @@ async fn a_recorded_call_replays_on_redelivery_without_a_new_provider_hit() {
     let id = asker
         .create(json!({ "url": stub.chat_url(), "hang_first": true }))
         .await;
-    asker.wait_event(id, "step.succeeded").await;
+    asker.wait_event(&id, "step.succeeded").await;
     let live_hits = stub.hits();
 
-    let done = asker.redeliver_and_finish(id).await;
+    let done = asker.redeliver_and_finish(&id).await;
 
     assert_eq!(done.status, ExecutionStatus::Completed);
     assert_eq!(
@@ -219,7 +219,7 @@ async fn a_recorded_call_replays_on_redelivery_without_a_new_provider_hit() {
         (1, 1),
         "the provider was hit once"
     );
-    let step = asker.llm_step(id);
+    let step = asker.llm_step(&id);
     let record = &step["result"];
     assert_eq!(record["status"], 200);
     assert_eq!(
@@ -233,7 +233,7 @@ async fn a_recorded_call_replays_on_redelivery_without_a_new_provider_hit() {
     );
     let body: Value = serde_json::from_str(output["text"].as_str().unwrap()).unwrap();
     assert_eq!(body["choices"][0]["message"]["content"], stub.reply());
-    let events = asker.kernel.events(id);
+    let events = asker.kernel.events(&id);
     let succeeded = events.iter().find(|e| e.kind == "step.succeeded").unwrap();
     assert_eq!(succeeded.payload["step_type"], "llm_call");
     assert_eq!(succeeded.payload["target"], "gpt-test");
@@ -255,20 +255,20 @@ async fn a_streamed_call_is_teed_live_recorded_whole_and_replayed_as_a_stream() 
     let id = asker
         .create(json!({ "url": stub.chat_url(), "stream": true, "hang_first": true }))
         .await;
-    let mut deltas = asker.client().stream(&id.to_string()).await.unwrap();
+    let mut deltas = asker.client().stream(&id).await.unwrap();
     asker.gate.add_permits(1);
     let first = tokio::time::timeout(WAIT, deltas.next())
         .await
         .expect("a first delta")
         .unwrap()
         .unwrap();
-    let so_far = types(&asker.kernel.events(id));
+    let so_far = types(&asker.kernel.events(&id));
     assert!(
         !so_far.contains(&"step.succeeded".to_owned()),
         "a delta arrived while the provider was still streaming: {so_far:?}"
     );
-    asker.wait_event(id, "step.succeeded").await;
-    let record = asker.llm_step(id)["result"].clone();
+    asker.wait_event(&id, "step.succeeded").await;
+    let record = asker.llm_step(&id)["result"].clone();
     let body = record["body"].as_str().unwrap().to_owned();
 
     let mut text = first.data.clone();
@@ -282,7 +282,7 @@ async fn a_streamed_call_is_teed_live_recorded_whole_and_replayed_as_a_stream() 
         text.push_str(&delta.data);
         live.push(delta);
     }
-    let done = asker.redeliver_and_finish(id).await;
+    let done = asker.redeliver_and_finish(&id).await;
 
     assert_eq!(text, body, "the deltas add up to the recorded body");
     assert!(!body.contains('\u{fffd}'), "no character was split");
@@ -301,7 +301,7 @@ async fn a_streamed_call_is_teed_live_recorded_whole_and_replayed_as_a_stream() 
         sizes.contains(&1750),
         "a long chunk was cut into pieces: {sizes:?}"
     );
-    let step_id = asker.llm_step(id)["step_id"].clone();
+    let step_id = asker.llm_step(&id)["step_id"].clone();
     assert!(live.iter().all(|d| json!(d.step_id) == step_id));
     assert_eq!(done.status, ExecutionStatus::Completed);
     assert_eq!(done.output.unwrap()["text"], body, "replayed byte for byte");
@@ -318,12 +318,12 @@ async fn a_consumer_that_stops_at_done_still_records_the_answer_once() {
     let id = asker
         .create(json!({ "url": stub.chat_url(), "stream": true, "read": "until_done" }))
         .await;
-    let done = asker.kernel.wait_terminal(id, WAIT).await.unwrap();
+    let done = asker.kernel.wait_terminal(&id, WAIT).await.unwrap();
 
     assert_eq!(done.status, ExecutionStatus::Completed);
-    let record = asker.llm_step(id)["result"].clone();
+    let record = asker.llm_step(&id)["result"].clone();
     assert_eq!(record["body"], done.output.unwrap()["text"]);
-    let events = types(&asker.kernel.events(id));
+    let events = types(&asker.kernel.events(&id));
     assert_eq!(
         events.iter().filter(|e| *e == "step.succeeded").count(),
         1,
@@ -341,17 +341,17 @@ async fn a_body_dropped_early_records_what_arrived_before_the_next_step() {
     let id = asker
         .create(json!({ "url": stub.chat_url(), "stream": true, "read": "first_chunk", "then_step": true }))
         .await;
-    let done = asker.kernel.wait_terminal(id, WAIT).await.unwrap();
+    let done = asker.kernel.wait_terminal(&id, WAIT).await.unwrap();
 
     assert_eq!(done.status, ExecutionStatus::Completed);
-    let record = asker.llm_step(id)["result"].clone();
+    let record = asker.llm_step(&id)["result"].clone();
     let first = done.output.unwrap()["text"].as_str().unwrap().to_owned();
     assert!(first.starts_with("data: "), "{first:?}");
     assert_eq!(
         record["body"], first,
         "a truncated answer is recorded as a success"
     );
-    let events = asker.kernel.events(id);
+    let events = asker.kernel.events(&id);
     let seq_of = |kind: &str, target: &str| {
         events
             .iter()
@@ -376,13 +376,13 @@ async fn a_provider_that_breaks_mid_stream_fails_the_step() {
     let id = asker
         .create(json!({ "url": stub.chat_url(), "stream": true }))
         .await;
-    let done = asker.kernel.wait_terminal(id, WAIT).await.unwrap();
+    let done = asker.kernel.wait_terminal(&id, WAIT).await.unwrap();
 
     assert_eq!(done.status, ExecutionStatus::Failed);
-    let step = asker.llm_step(id);
+    let step = asker.llm_step(&id);
     assert_eq!(step["status"], "failed", "{step:#}");
     assert!(step["error"]["message"].is_string(), "{step:#}");
-    let events = types(&asker.kernel.events(id));
+    let events = types(&asker.kernel.events(&id));
     assert!(events.contains(&"step.failed".to_owned()), "{events:?}");
     asker.served.shutdown().await;
 }
@@ -396,16 +396,16 @@ async fn a_call_that_failed_mid_stream_fails_again_on_replay_without_a_new_provi
     let input =
         json!({ "url": stub.chat_url(), "stream": true, "swallow": true, "hang_first": true });
     let id = asker.create(input).await;
-    asker.wait_event(id, "step.failed").await;
+    asker.wait_event(&id, "step.failed").await;
 
-    let done = asker.redeliver_and_finish(id).await;
+    let done = asker.redeliver_and_finish(&id).await;
 
     assert_eq!(done.status, ExecutionStatus::Completed);
     let swallowed = done.output.unwrap()["swallowed"]
         .as_str()
         .unwrap()
         .to_owned();
-    let recorded = asker.llm_step(id)["error"]["message"]
+    let recorded = asker.llm_step(&id)["error"]["message"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -427,13 +427,13 @@ async fn an_error_status_is_recorded_and_replayed_like_any_answer() {
     let id = asker
         .create(json!({ "url": stub.chat_url(), "hang_first": true }))
         .await;
-    asker.wait_event(id, "step.succeeded").await;
+    asker.wait_event(&id, "step.succeeded").await;
 
-    let done = asker.redeliver_and_finish(id).await;
+    let done = asker.redeliver_and_finish(&id).await;
 
     let output = done.output.unwrap();
     assert_eq!(output["status"], 400);
-    assert_eq!(asker.llm_step(id)["result"]["status"], 400);
+    assert_eq!(asker.llm_step(&id)["result"]["status"], 400);
     assert_eq!(
         stub.hits(),
         1,
@@ -454,10 +454,10 @@ async fn a_denied_raw_call_is_an_error_and_fails_the_execution_policy_denied() {
     let id = asker
         .create(json!({ "url": stub.chat_url(), "then_step": true }))
         .await;
-    let done = asker.kernel.wait_terminal(id, WAIT).await.unwrap();
+    let done = asker.kernel.wait_terminal(&id, WAIT).await.unwrap();
     assert_eq!(done.status, ExecutionStatus::Failed);
     assert_eq!(done.failure_reason, "policy_denied: no GPT here");
-    let kinds = types(&asker.kernel.events(id));
+    let kinds = types(&asker.kernel.events(&id));
     assert!(kinds.contains(&"step.denied".to_owned()), "{kinds:?}");
     assert_eq!(
         kinds.iter().filter(|k| *k == "step.proposed").count(),
@@ -470,7 +470,7 @@ async fn a_denied_raw_call_is_an_error_and_fails_the_execution_policy_denied() {
     let id = asker
         .create(json!({ "url": stub.chat_url(), "canned": true }))
         .await;
-    let done = asker.kernel.wait_terminal(id, WAIT).await.unwrap();
+    let done = asker.kernel.wait_terminal(&id, WAIT).await.unwrap();
     assert_eq!(done.failure_reason, "policy_denied: no GPT here");
     asker.served.shutdown().await;
 }
@@ -487,13 +487,13 @@ async fn an_approval_gated_call_swallowed_by_the_handler_still_blocks_then_runs_
         .await;
     asker
         .kernel
-        .wait_until(id, WAIT, |s| s == ExecutionStatus::Blocked)
+        .wait_until(&id, WAIT, |s| s == ExecutionStatus::Blocked)
         .await
         .expect("the swallowed refusal still blocked the execution");
     assert_eq!(stub.hits(), 0);
     let approval = asker.kernel.approvals().pop().unwrap();
-    asker.kernel.grant(approval.id).unwrap();
-    let done = asker.kernel.wait_terminal(id, WAIT).await.unwrap();
+    asker.kernel.grant(&approval.id).unwrap();
+    let done = asker.kernel.wait_terminal(&id, WAIT).await.unwrap();
 
     assert_eq!(done.status, ExecutionStatus::Completed);
     assert_eq!(
@@ -525,11 +525,11 @@ async fn requests_outside_an_execution_or_without_a_json_body_pass_through() {
     let id = asker
         .create(json!({ "url": stub.chat_url(), "raw": true }))
         .await;
-    let done = asker.kernel.wait_terminal(id, WAIT).await.unwrap();
+    let done = asker.kernel.wait_terminal(&id, WAIT).await.unwrap();
 
     assert_eq!(done.status, ExecutionStatus::Completed);
     assert_eq!(stub.hits(), 2, "the non-JSON request reached the provider");
-    assert!(asker.kernel.steps(id).is_empty(), "and was not recorded");
+    assert!(asker.kernel.steps(&id).is_empty(), "and was not recorded");
     asker.served.shutdown().await;
 }
 
@@ -540,18 +540,18 @@ async fn any_tower_service_wrapped_by_the_layer_is_recorded_and_replayed() {
     let id = asker
         .create(json!({ "url": "http://provider.invalid/v1/chat/completions", "canned": true, "hang_first": true }))
         .await;
-    asker.wait_event(id, "step.succeeded").await;
+    asker.wait_event(&id, "step.succeeded").await;
 
-    let done = asker.redeliver_and_finish(id).await;
+    let done = asker.redeliver_and_finish(&id).await;
 
     assert_eq!(done.status, ExecutionStatus::Completed);
-    let record = asker.llm_step(id)["result"].clone();
+    let record = asker.llm_step(&id)["result"].clone();
     assert_eq!(
         record["body"],
         r#"{"choices":[{"message":{"content":"canned"}}]}"#
     );
     assert_eq!(done.output.unwrap()["text"], record["body"]);
-    let events = types(&asker.kernel.events(id));
+    let events = types(&asker.kernel.events(&id));
     let runs = events.iter().filter(|e| *e == "step.executing").count();
     assert_eq!(runs, 1, "the second delivery replayed: {events:?}");
     asker.served.shutdown().await;
@@ -559,17 +559,17 @@ async fn any_tower_service_wrapped_by_the_layer_is_recorded_and_replayed() {
 
 /// The agent's kernel transport, with every live-delta publish failing.
 #[derive(Debug)]
-struct NoDeltas(rebuno::kernel::ReqwestTransport);
+struct NoDeltas(rebuno::transport::ReqwestTransport);
 
-impl rebuno::kernel::Transport for NoDeltas {
+impl rebuno::transport::Transport for NoDeltas {
     fn send(
         &self,
         request: http::Request<Bytes>,
         timeout: Duration,
-    ) -> rebuno::kernel::TransportFuture {
+    ) -> rebuno::transport::TransportFuture {
         if request.uri().path().ends_with("/stream") {
-            let refused = rebuno::kernel::TransportError::new(
-                rebuno::kernel::TransportErrorKind::Other,
+            let refused = rebuno::transport::TransportError::new(
+                rebuno::transport::TransportErrorKind::Other,
                 "deltas are down",
             );
             return Box::pin(std::future::ready(Err(refused)));
@@ -587,7 +587,9 @@ async fn live_deltas_are_best_effort_a_failing_publish_loses_nothing() {
     let agent = rebuno::Agent::builder("asker")
         .secret(SECRET)
         .base_url(kernel.url())
-        .transport(NoDeltas(rebuno::kernel::ReqwestTransport::new().unwrap()))
+        .transport(NoDeltas(
+            rebuno::transport::ReqwestTransport::new().unwrap(),
+        ))
         .handler(|input: Value| async move { ask(&input).await })
         .build()
         .unwrap();
@@ -614,7 +616,7 @@ async fn live_deltas_are_best_effort_a_failing_publish_loses_nothing() {
         text.ends_with("data: [DONE]\n\n"),
         "the consumer got every chunk"
     );
-    let step = serde_json::to_value(&kernel.steps(done.id)[0]).unwrap();
+    let step = serde_json::to_value(&kernel.steps(&done.id)[0]).unwrap();
     assert_eq!(
         step["result"]["body"], text,
         "and the whole answer was recorded"
@@ -632,7 +634,7 @@ async fn a_token_budget_stops_streamed_calls_that_ask_for_their_usage() {
     let kernel = DevKernel::start().await.unwrap();
     let agent = agent(&kernel, "budgeted")
         .handler(|input: Value| async move {
-            let transport = rebuno::kernel::HyperTransport::new()?;
+            let transport = rebuno::transport::HyperTransport::new()?;
             let llm = rebuno::llm::DurableLlm::from_transport(transport)
                 .include_usage(input["include_usage"].as_bool() == Some(true));
             let mut answers = Vec::new();
@@ -676,7 +678,7 @@ async fn a_token_budget_stops_streamed_calls_that_ask_for_their_usage() {
         ))
         .await
         .unwrap();
-    let metered = kernel.wait_terminal(metered.id, WAIT).await.unwrap();
+    let metered = kernel.wait_terminal(&metered.id, WAIT).await.unwrap();
     let statuses = metered.output.clone().unwrap_or_default();
     assert_eq!(statuses[0], 200, "{metered:?}");
     assert_eq!(
@@ -684,7 +686,7 @@ async fn a_token_budget_stops_streamed_calls_that_ask_for_their_usage() {
         "the second call was refused: {metered:?}"
     );
     let denied = kernel
-        .events(metered.id)
+        .events(&metered.id)
         .into_iter()
         .find(|e| e.kind == "step.denied")
         .expect("the budget denied the second call");
@@ -694,9 +696,9 @@ async fn a_token_budget_stops_streamed_calls_that_ask_for_their_usage() {
         denied.payload
     );
     let first = kernel
-        .steps(metered.id)
+        .steps(&metered.id)
         .into_iter()
-        .find(|s| s.status == rebuno_devkernel::StepStatus::Succeeded)
+        .find(|s| s.status == "succeeded")
         .map(|s| serde_json::to_value(s).unwrap())
         .expect("the first call was recorded");
     assert_eq!(
@@ -712,7 +714,7 @@ async fn a_token_budget_stops_streamed_calls_that_ask_for_their_usage() {
         ))
         .await
         .unwrap();
-    let unmetered = kernel.wait_terminal(unmetered.id, WAIT).await.unwrap();
+    let unmetered = kernel.wait_terminal(&unmetered.id, WAIT).await.unwrap();
     assert_eq!(
         unmetered.output,
         Some(json!([200, 200])),

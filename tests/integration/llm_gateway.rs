@@ -9,7 +9,8 @@ use crate::support;
 use std::sync::Arc;
 
 use rebuno::HandlerError;
-use rebuno_devkernel::{AgentSpec, DevKernel, ExecutionStatus, NewExecution};
+use rebuno::wire::ExecutionStatus;
+use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
 use rebuno_hyper::LlmGateway;
 use serde_json::{Value, json};
 use support::llm_stub::LlmStub;
@@ -60,14 +61,18 @@ async fn a_base_url_client_through_the_gateway_records_once_and_replays() {
             .unwrap()
             .id;
         for _ in 0..1000 {
-            if kernel.events(id).iter().any(|e| e.kind == "step.succeeded") {
+            if kernel
+                .events(&id)
+                .iter()
+                .any(|e| e.kind == "step.succeeded")
+            {
                 break;
             }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
         let hits = stub.hits();
-        kernel.redeliver(id).unwrap();
-        let done = kernel.wait_terminal(id, WAIT).await.unwrap();
+        kernel.redeliver(&id).unwrap();
+        let done = kernel.wait_terminal(&id, WAIT).await.unwrap();
 
         assert_eq!(done.status, ExecutionStatus::Completed, "stream={stream}");
         assert_eq!(
@@ -75,7 +80,7 @@ async fn a_base_url_client_through_the_gateway_records_once_and_replays() {
             hits,
             "replayed without the provider, stream={stream}"
         );
-        let steps = kernel.steps(id);
+        let steps = kernel.steps(&id);
         assert_eq!(steps.len(), 1);
         assert_eq!(
             (steps[0].kind.as_str(), steps[0].target.as_str()),

@@ -6,6 +6,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
 
+use rebuno::wire::ExecutionStatus;
 use std::time::{Duration, Instant};
 
 use rebuno::{Agent, HandlerError, step};
@@ -85,7 +86,7 @@ async fn an_unreachable_kernel_is_named_at_the_first_failure_and_when_the_run_gi
         "one warn line per request: {}",
         logs.text()
     );
-    kernel.cancel(created.id).unwrap();
+    kernel.cancel(&created.id).unwrap();
     served.shutdown().await;
 }
 
@@ -124,8 +125,8 @@ async fn a_deadline_yield_is_logged_as_a_yield_then_the_outcome() {
         "{yielded}"
     );
     println!("{yielded}"); // with --nocapture
-    kernel.redeliver(created.id).unwrap();
-    let done = kernel.wait_terminal(created.id, WAIT).await.unwrap();
+    kernel.redeliver(&created.id).unwrap();
+    let done = kernel.wait_terminal(&created.id, WAIT).await.unwrap();
     assert_eq!(done.output, Some(json!("stored")));
     logged(
         &logs,
@@ -157,7 +158,7 @@ async fn a_failed_run_is_logged_with_its_reason() {
         .register_agent(AgentSpec::new("grumpy", served.webhook_url(), SECRET))
         .unwrap();
     let done = crate::support::run(&kernel, "grumpy", json!({})).await;
-    assert_eq!(done.status.as_str(), "failed");
+    assert_eq!(done.status, ExecutionStatus::Failed);
     let id = done.id.to_string();
     let line = logged(&logs, Duration::from_secs(5), &["execution failed", &id]).await;
     println!("{line}"); // with --nocapture
@@ -209,7 +210,7 @@ async fn a_stop_at_the_executions_own_deadline_says_the_kernel_cancels_it() {
             && !stopped.contains("yielded"),
         "{stopped}"
     );
-    let done = kernel.wait_terminal(created.id, WAIT).await.unwrap();
+    let done = kernel.wait_terminal(&created.id, WAIT).await.unwrap();
     assert_eq!(done.failure_reason, "deadline_exceeded");
     served.shutdown().await;
 }

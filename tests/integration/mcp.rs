@@ -11,6 +11,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
 
 use crate::support;
+use rebuno::wire::ExecutionStatus;
 
 mod streamable;
 
@@ -22,10 +23,12 @@ use std::time::Duration;
 
 use rebuno::mcp::rmcp::McpClient;
 use rebuno::mcp::{
-    McpCall, McpOptions, McpToolSpec, flatten, strip_nulls, wrap_mcp_tool, wrap_mcp_tools,
+    McpCall, McpOptions, McpToolSpec, StreamableHttp, flatten, strip_nulls, wrap_mcp_tool,
+    wrap_mcp_tools,
 };
+use rebuno::wire::Execution;
 use rebuno::{DynTool, ErrorKind, HandlerError, Idempotency, Tool, execution};
-use rebuno_devkernel::{AgentSpec, DevKernel, Execution, NewExecution};
+use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
 use serde_json::{Map, Value, json};
 use support::*;
 
@@ -155,10 +158,10 @@ impl Harness {
             .await
             .expect("create");
         let first = self.wait_attempts(1).await;
-        assert_eq!(self.kernel.redeliver(created.id).expect("redeliver"), 2);
+        assert_eq!(self.kernel.redeliver(&created.id).expect("redeliver"), 2);
         let done = self
             .kernel
-            .wait_terminal(created.id, WAIT)
+            .wait_terminal(&created.id, WAIT)
             .await
             .expect("ends");
         (first, done)
@@ -179,12 +182,12 @@ impl Harness {
     fn steps(&self, execution: &Execution) -> Vec<Value> {
         let steps: Vec<Value> = self
             .kernel
-            .steps(execution.id)
+            .steps(&execution.id)
             .iter()
             .map(|s| serde_json::to_value(s).unwrap())
             .collect();
         self.kernel
-            .events(execution.id)
+            .events(&execution.id)
             .iter()
             .filter(|e| e.kind == "step.proposed")
             .map(|e| {
@@ -199,7 +202,7 @@ impl Harness {
 }
 
 fn output(done: &Execution) -> &Value {
-    assert_eq!(done.status.as_str(), "completed", "{done:?}");
+    assert_eq!(done.status, ExecutionStatus::Completed, "{done:?}");
     done.output.as_ref().expect("output")
 }
 
@@ -821,8 +824,8 @@ async fn an_interrupted_at_most_once_write_is_not_repeated_by_the_next_attempt()
         "once",
         "the server wrote"
     );
-    h.kernel.redeliver(created.id).unwrap();
-    let done = h.kernel.wait_terminal(created.id, WAIT).await.unwrap();
+    h.kernel.redeliver(&created.id).unwrap();
+    let done = h.kernel.wait_terminal(&created.id, WAIT).await.unwrap();
 
     let out = output(&done);
     let message = out[0]["message"].as_str().unwrap_or_default();
@@ -846,10 +849,12 @@ async fn an_interrupted_at_most_once_write_is_not_repeated_by_the_next_attempt()
 // The Python fixture (PyPI `mcp` 2.3.0) over streamable HTTP on 127.0.0.1
 // ---------------------------------------------------------------------------------------------
 
-struct Fixture {
-    client: McpClient,
+/// A fixture process on a port of its own.
+struct Server {
+    url: String,
+    port: u16,
     effects: PathBuf,
-    _process: tokio::process::Child,
+    process: tokio::process::Child,
 }
 
 /// The fixture server over streamable HTTP on `port`, appending its effects to `effects`.
@@ -892,77 +897,17 @@ async fn wait_listening(port: u16) {
     panic!("the python fixture is not listening on 127.0.0.1:{port}");
 }
 
-async fn python_fixture() -> Fixture {
-    let effects = temp_dir("effects").join("effects.log");
+async fn server() -> Server {
+    let effects = temp_dir("http-effects").join("effects.log");
     let port = free_port();
     let process = spawn_python_fixture(port, &effects);
     wait_listening(port).await;
-    let client = McpClient::streamable_http(format!("http://127.0.0.1:{port}/mcp"))
-        .await
-        .expect("fixture over streamable HTTP")
-        .timeout(Duration::from_secs(20));
-    Fixture {
-        client,
+    Server {
+        url: format!("http://127.0.0.1:{port}/mcp"),
+        port,
         effects,
-        _process: process,
+        process,
     }
-}
-
-#[tokio::test]
-async fn the_python_fixture_over_streamable_http_replays_and_counts_effects_once() {
-    let _trace = trace_init();
-    let fixture = python_fixture().await;
-    let log = CallLog::default();
-    let options = McpOptions::new()
-        .prefix("py")
-        .tool_idempotency("record", Idempotency::AtMostOnce);
-    let specs = fixture.client.specs().await.unwrap();
-    let mut tools = wrap_mcp_tools(
-        specs.clone(),
-        counting(fixture.client.call(), &log),
-        &options,
-    );
-    tools.push(wrap_mcp_tool(
-        specs.iter().find(|s| s.name == "greet").unwrap().clone(),
-        counting(fixture.client.call(), &log),
-        &McpOptions::new().prefix("raw").keep_nulls(),
-    ));
-    let h = harness("pyfixture", tools, None).await;
-
-    let (first, done) = h
-        .replayed(json!([
-            ["py_add", {"a": 2, "b": 3}],
-            ["py_greet", {"name": "ann", "title": null}],
-            ["raw_greet", {"name": "ann", "title": null}],
-            ["py_weather", {"city": "Oslo"}],
-            ["py_record", {"note": "first"}],
-            ["py_boom", {"msg": "kaput"}]
-        ]))
-        .await;
-    assert_eq!(output(&done), &first);
-    assert_eq!(first[0], json!({"result": 5}));
-    assert_eq!(first[1], json!({"result": "hello friend ann"}));
-    let raw = first[2].as_str().unwrap();
-    assert!(
-        raw.contains("valid string"),
-        "title: null reaches pydantic: {raw}"
-    );
-    assert_eq!(
-        first[3],
-        json!("{\n  \"city\": \"Oslo\",\n  \"temp_c\": 21\n}")
-    );
-    assert_eq!(first[4], json!({"result": "1"}));
-    assert_eq!(first[5], json!("Error executing tool boom"));
-    assert_eq!(log.lock().unwrap().len(), 6, "no call on replay");
-    assert_eq!(
-        std::fs::read_to_string(&fixture.effects).unwrap(),
-        "first\n",
-        "record ran exactly once"
-    );
-    assert_eq!(h.steps(&done)[4]["idempotency"], "at_most_once");
-
-    h.served.shutdown().await;
-    fixture.client.close().await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1000,22 +945,20 @@ fn python_flatten(raw: &[Value]) -> Vec<Value> {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-async fn raw_call(client: &McpClient, name: &str, args: Value) -> Value {
+async fn raw_call(call: &impl McpCall, name: &str, args: Value) -> Value {
     let Value::Object(args) = args else {
         panic!("object")
     };
-    client
-        .call()
-        .call_tool(name.to_owned(), args)
-        .await
-        .unwrap()
+    call.call_tool(name.to_owned(), args).await.unwrap()
 }
 
 #[tokio::test]
 async fn flattening_matches_the_python_sdk_on_text_and_structured_results() {
     let _trace = trace_init();
-    let ev = everything().await;
-    let py = python_fixture().await;
+    let everything = everything().await;
+    let ev = everything.call();
+    let server = server().await;
+    let py = StreamableHttp::connect(&server.url).await.expect("connect");
     let raw = vec![
         raw_call(&ev, "echo", json!({"message": "hi"})).await,
         raw_call(&ev, "get-sum", json!({"a": 1, "b": 2})).await,
@@ -1038,10 +981,10 @@ async fn flattening_matches_the_python_sdk_on_text_and_structured_results() {
         )
         .await,
         raw_call(&ev, "no-such-tool", json!({})).await,
-        raw_call(&py.client, "add", json!({"a": 2, "b": 3})).await,
-        raw_call(&py.client, "greet", json!({"name": "ann"})).await,
-        raw_call(&py.client, "weather", json!({"city": "Oslo"})).await,
-        raw_call(&py.client, "boom", json!({"msg": "x"})).await,
+        raw_call(&py.call(), "add", json!({"a": 2, "b": 3})).await,
+        raw_call(&py.call(), "greet", json!({"name": "ann"})).await,
+        raw_call(&py.call(), "weather", json!({"city": "Oslo"})).await,
+        raw_call(&py.call(), "boom", json!({"msg": "x"})).await,
         json!({"content": []}),
         json!({"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}),
     ];
@@ -1067,8 +1010,8 @@ async fn flattening_matches_the_python_sdk_on_text_and_structured_results() {
         "{python}"
     );
 
-    ev.close().await;
-    py.client.close().await;
+    everything.close().await;
+    py.close().await;
 }
 
 #[tokio::test]

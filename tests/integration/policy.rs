@@ -4,6 +4,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
 
 use crate::support;
+use rebuno::wire::ExecutionStatus;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -85,14 +86,19 @@ async fn a_denied_tool_returns_the_refusal_as_its_result() {
 
     let done = run(&kernel, "ops", json!({})).await;
 
-    assert_eq!(done.status.as_str(), "completed", "{}", done.failure_reason);
+    assert_eq!(
+        done.status,
+        ExecutionStatus::Completed,
+        "{}",
+        done.failure_reason
+    );
     assert_eq!(
         done.output,
         Some(json!("shell not allowed. reason: shell is off limits"))
     );
     assert_eq!(ran.load(Ordering::SeqCst), 0);
     let denied: Vec<_> = kernel
-        .events(done.id)
+        .events(&done.id)
         .into_iter()
         .filter(|e| e.kind == "step.denied")
         .collect();
@@ -114,7 +120,7 @@ async fn a_denied_step_fails_the_execution_with_its_reason() {
 
     let done = run(&kernel, "gambler", json!({})).await;
 
-    assert_eq!(done.status.as_str(), "failed");
+    assert_eq!(done.status, ExecutionStatus::Failed);
     assert_eq!(done.failure_reason, "no_gambling");
     served.shutdown().await;
 }
@@ -147,10 +153,10 @@ async fn an_approval_blocks_the_execution_until_a_client_grants_it() {
         .await
         .expect("create");
     let blocked = kernel
-        .wait_until(created.id, WAIT, |s| s.as_str() == "blocked")
+        .wait_until(&created.id, WAIT, |s| s == ExecutionStatus::Blocked)
         .await
         .expect("execution blocks on the approval");
-    assert_eq!(blocked.status.as_str(), "blocked");
+    assert_eq!(blocked.status, ExecutionStatus::Blocked);
     assert_eq!(
         sent.load(Ordering::SeqCst),
         0,
@@ -167,12 +173,17 @@ async fn an_approval_blocks_the_execution_until_a_client_grants_it() {
         .send()
         .await
         .expect("grant");
-    let done = kernel.wait_terminal(created.id, WAIT).await.expect("ends");
+    let done = kernel.wait_terminal(&created.id, WAIT).await.expect("ends");
 
-    assert_eq!(done.status.as_str(), "completed", "{}", done.failure_reason);
+    assert_eq!(
+        done.status,
+        ExecutionStatus::Completed,
+        "{}",
+        done.failure_reason
+    );
     assert_eq!(done.output, Some(json!("sent report")));
     assert_eq!(sent.load(Ordering::SeqCst), 1);
-    let types = types(&kernel.events(created.id));
+    let types = types(&kernel.events(&created.id));
     for expected in [
         "step.awaiting_approval",
         "approval.requested",
@@ -207,7 +218,7 @@ async fn a_denied_approval_returns_the_rationale_to_the_tool_caller() {
         .await
         .expect("create");
     kernel
-        .wait_until(created.id, WAIT, |s| s.as_str() == "blocked")
+        .wait_until(&created.id, WAIT, |s| s == ExecutionStatus::Blocked)
         .await
         .expect("blocks");
     let pending = client.approvals().send().await.expect("approvals");
@@ -218,7 +229,7 @@ async fn a_denied_approval_returns_the_rationale_to_the_tool_caller() {
         .send()
         .await
         .expect("deny");
-    let done = kernel.wait_terminal(created.id, WAIT).await.expect("ends");
+    let done = kernel.wait_terminal(&created.id, WAIT).await.expect("ends");
 
     assert_eq!(
         done.output,
@@ -254,21 +265,18 @@ async fn a_cancelled_execution_stops_its_handler_without_failing_it() {
         .await
         .expect("create");
     kernel
-        .wait_until(created.id, WAIT, |_| true)
+        .wait_until(&created.id, WAIT, |_| true)
         .await
         .expect("exists");
-    client
-        .cancel(&created.id.to_string())
-        .await
-        .expect("cancel");
+    client.cancel(&created.id).await.expect("cancel");
     release.send(true).expect("release");
     served.shutdown().await;
 
-    let done = client.get(&created.id.to_string()).await.expect("get");
+    let done = client.get(&created.id).await.expect("get");
     assert_eq!(done.status, rebuno::wire::ExecutionStatus::Cancelled);
     assert_eq!(done.failure_reason, "client_cancelled");
     assert_eq!(steps_after_cancel.load(Ordering::SeqCst), 0);
-    let types = types(&kernel.events(created.id));
+    let types = types(&kernel.events(&created.id));
     assert!(
         !types
             .iter()
@@ -297,10 +305,10 @@ async fn a_rate_limited_call_fails_the_execution_with_the_limit_reason() {
 
     let done = run(&kernel, "pinger", json!({})).await;
 
-    assert_eq!(done.status.as_str(), "failed");
+    assert_eq!(done.status, ExecutionStatus::Failed);
     assert_eq!(done.failure_reason, "rate_limit_exceeded");
     assert!(
-        types(&kernel.events(done.id))
+        types(&kernel.events(&done.id))
             .iter()
             .any(|t| t == "step.rate_limited")
     );

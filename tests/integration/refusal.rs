@@ -4,6 +4,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
 
 use crate::support;
+use rebuno::wire::ExecutionStatus;
 
 use rebuno::HandlerError;
 use serde_json::{Value, json};
@@ -34,7 +35,7 @@ async fn a_wrapped_denial_fails_the_execution_with_its_reason() {
 
     let done = run(&kernel, "llm-user", json!({})).await;
 
-    assert_eq!(done.status.as_str(), "failed");
+    assert_eq!(done.status, ExecutionStatus::Failed);
     assert_eq!(done.failure_reason, "no_gpt");
     served.shutdown().await;
 }
@@ -56,7 +57,7 @@ async fn a_wrapped_block_ends_the_dispatch_without_failing() {
         .unwrap();
     for _ in 0..100 {
         if kernel
-            .events(created.id)
+            .events(&created.id)
             .iter()
             .any(|e| e.kind == "dispatch.acked")
         {
@@ -66,10 +67,14 @@ async fn a_wrapped_block_ends_the_dispatch_without_failing() {
     }
     served.shutdown().await; // drains the run
 
-    let after = kernel.execution(created.id).unwrap();
-    assert_eq!(after.status.as_str(), "running", "a block is not a failure");
+    let after = kernel.execution(&created.id).unwrap();
+    assert_eq!(
+        after.status,
+        ExecutionStatus::Running,
+        "a block is not a failure"
+    );
     assert!(
-        !types(&kernel.events(created.id))
+        !types(&kernel.events(&created.id))
             .iter()
             .any(|t| t == "execution.failed")
     );

@@ -4,6 +4,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
 
 use crate::support;
+use rebuno::wire::ExecutionStatus;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -64,12 +65,17 @@ async fn checkpoints_follow_the_policy_and_a_fork_restores_the_covered_state() {
 
     let done = run(&kernel, "writer", json!(["a", "b"])).await;
 
-    assert_eq!(done.status.as_str(), "completed", "{}", done.failure_reason);
+    assert_eq!(
+        done.status,
+        ExecutionStatus::Completed,
+        "{}",
+        done.failure_reason
+    );
     assert_eq!(
         done.output,
         Some(json!({ "seen": ["a", "b"], "now": ["a", "b"] }))
     );
-    let events = kernel.events(done.id);
+    let events = kernel.events(&done.id);
     let kinds = types(&events);
     let at = |kind: &str| {
         kinds
@@ -155,10 +161,13 @@ async fn a_redelivery_reopens_the_recorded_binding() {
         .create_execution(rebuno_devkernel::NewExecution::new("keeper", json!({})))
         .await
         .unwrap();
-    kernel.wait_until(created.id, WAIT, |_| true).await.unwrap();
+    kernel
+        .wait_until(&created.id, WAIT, |_| true)
+        .await
+        .unwrap();
     for _ in 0..200 {
         if kernel
-            .events(created.id)
+            .events(&created.id)
             .iter()
             .any(|e| e.kind == "resource.bound")
         {
@@ -167,10 +176,15 @@ async fn a_redelivery_reopens_the_recorded_binding() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
 
-    kernel.redeliver(created.id).unwrap();
-    let done = kernel.wait_terminal(created.id, WAIT).await.unwrap();
+    kernel.redeliver(&created.id).unwrap();
+    let done = kernel.wait_terminal(&created.id, WAIT).await.unwrap();
 
-    assert_eq!(done.status.as_str(), "completed", "{}", done.failure_reason);
+    assert_eq!(
+        done.status,
+        ExecutionStatus::Completed,
+        "{}",
+        done.failure_reason
+    );
     assert_eq!(
         (
             shelf.created.load(Ordering::SeqCst),
@@ -190,7 +204,7 @@ async fn a_fork_whose_checkpoint_is_gone_fails_with_an_agent_error_naming_it() {
     let served = writer(&kernel, shelf.clone()).await;
     let done = run(&kernel, "writer", json!(["a"])).await;
     let seq = kernel
-        .events(done.id)
+        .events(&done.id)
         .iter()
         .find(|e| e.kind == "step.succeeded")
         .unwrap()
@@ -241,13 +255,18 @@ async fn a_driver_failing_or_panicking_mid_checkpoint_loses_nothing() {
 
     let done = run(&kernel, "writer", json!(["a", "b"])).await;
 
-    assert_eq!(done.status.as_str(), "completed", "{}", done.failure_reason);
+    assert_eq!(
+        done.status,
+        ExecutionStatus::Completed,
+        "{}",
+        done.failure_reason
+    );
     assert_eq!(
         done.output,
         Some(json!({ "seen": ["a", "b"], "now": ["a", "b"] }))
     );
     assert_eq!(shelf.checkpoints.load(Ordering::SeqCst), 5);
-    let events = kernel.events(done.id);
+    let events = kernel.events(&done.id);
     let kinds = types(&events);
     let failures: Vec<_> = events
         .iter()
@@ -272,7 +291,7 @@ async fn a_driver_failing_or_panicking_mid_checkpoint_loses_nothing() {
         .unwrap()
         .event_seq;
     let client = Client::builder().base_url(kernel.url()).build().unwrap();
-    let points = kernel.fork_points(done.id).expect("fork points");
+    let points = kernel.fork_points(&done.id).expect("fork points");
     let fork = client.fork(done.id.to_string(), first_write).send().await;
     let restoration = fork.expect("fork").restoration.expect("restoration");
     assert_eq!(restoration["notebook"]["covered"], false, "{points:?}");
@@ -301,7 +320,7 @@ impl rebuno::resource::ResourceDriver for Plain {
 
 /// Runs one execution of an agent that opens a `Plain` resource under `checkpoints` and
 /// returns the handle; the ended execution.
-async fn plain_run(checkpoints: Checkpoints) -> rebuno_devkernel::Execution {
+async fn plain_run(checkpoints: Checkpoints) -> rebuno::wire::Execution {
     let kernel = DevKernel::start().await.unwrap();
     let agent = agent(&kernel, "plain")
         .handler(move |(): ()| async move {

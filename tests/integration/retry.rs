@@ -3,14 +3,16 @@
 //! proof that nothing was sent, and the limits (attempts, elapsed time, the host's deadline)
 //! stop the retries with an error that says why.
 
+use rebuno::wire::ExecutionStatus;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
 use rebuno::retry::Transient;
+use rebuno::wire::Execution;
 use rebuno::{HandlerError, Idempotency, RetryPolicy, define_tool};
-use rebuno_devkernel::{AgentSpec, DevKernel, Execution, NewExecution};
+use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
 use serde_json::{Value, json};
 
 use crate::support::llm_stub::{Fault, LlmStub};
@@ -24,7 +26,7 @@ fn quick() -> RetryPolicy {
         .jitter(0.0)
 }
 
-fn count(kernel: &DevKernel, id: uuid::Uuid, kind: &str) -> usize {
+fn count(kernel: &DevKernel, id: &str, kind: &str) -> usize {
     kernel.events(id).iter().filter(|e| e.kind == kind).count()
 }
 
@@ -70,7 +72,11 @@ async fn a_tool_failing_twice_records_one_success_and_a_redelivery_replays_it() 
         .await
         .unwrap();
     kernel
-        .wait_for_event(created.id, rebuno_devkernel::EventKind::StepSucceeded, WAIT)
+        .wait_for_event(
+            &created.id,
+            rebuno_devkernel::EventKind::StepSucceeded,
+            WAIT,
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -79,8 +85,8 @@ async fn a_tool_failing_twice_records_one_success_and_a_redelivery_replays_it() 
         "two failures, then the success"
     );
 
-    kernel.redeliver(created.id).unwrap();
-    let done = kernel.wait_terminal(created.id, WAIT).await.unwrap();
+    kernel.redeliver(&created.id).unwrap();
+    let done = kernel.wait_terminal(&created.id, WAIT).await.unwrap();
 
     assert_eq!(
         done.output,
@@ -89,13 +95,13 @@ async fn a_tool_failing_twice_records_one_success_and_a_redelivery_replays_it() 
         done.failure_reason
     );
     assert_eq!(runs.load(Ordering::SeqCst), 3, "the replay ran nothing");
-    assert_eq!(count(&kernel, created.id, "step.succeeded"), 1);
+    assert_eq!(count(&kernel, &created.id, "step.succeeded"), 1);
     assert_eq!(
-        count(&kernel, created.id, "step.failed"),
+        count(&kernel, &created.id, "step.failed"),
         0,
         "attempts are not recorded"
     );
-    let steps = kernel.steps(created.id);
+    let steps = kernel.steps(&created.id);
     assert_eq!(steps.len(), 1);
     assert_eq!(steps[0].result, Some(json!("customer 7")));
     served.shutdown().await;
@@ -145,7 +151,7 @@ async fn an_at_most_once_tool_that_may_have_taken_effect_is_not_retried() {
     })
     .await;
     assert_eq!(runs, 1, "never run again once it may have been sent");
-    assert_eq!(done.status.as_str(), "failed");
+    assert_eq!(done.status, ExecutionStatus::Failed);
 }
 
 #[tokio::test]
@@ -203,7 +209,7 @@ async fn max_elapsed_stops_the_retries_with_an_error_that_says_so() {
         .max_elapsed(Duration::from_millis(450));
     let (done, runs, kernel) = always_failing("patient", policy, None).await;
 
-    assert_eq!(done.status.as_str(), "failed");
+    assert_eq!(done.status, ExecutionStatus::Failed);
     assert!((4..=6).contains(&runs), "about 450 ms / 100 ms: {runs}");
     assert!(
         done.failure_reason.contains("still down")
@@ -212,7 +218,7 @@ async fn max_elapsed_stops_the_retries_with_an_error_that_says_so() {
         done.failure_reason
     );
     assert_eq!(
-        count(&kernel, done.id, "step.failed"),
+        count(&kernel, &done.id, "step.failed"),
         1,
         "the last failure, once"
     );
@@ -228,19 +234,19 @@ async fn the_hosts_deadline_stops_the_retries_with_an_error_that_says_so() {
     let budget = Some(Duration::from_millis(1000));
     let (done, runs, kernel) = always_failing("hurried", policy, budget).await;
 
-    assert_eq!(done.status.as_str(), "failed");
+    assert_eq!(done.status, ExecutionStatus::Failed);
     assert!((2..=4).contains(&runs), "about 900 ms / 300 ms: {runs}");
     assert!(
         done.failure_reason.contains("host's deadline"),
         "{}",
         done.failure_reason
     );
-    assert_eq!(count(&kernel, done.id, "step.failed"), 1);
+    assert_eq!(count(&kernel, &done.id, "step.failed"), 1);
 }
 
 /// An agent that makes one durable LLM call to `url` with `policy` and returns its status.
 fn llm_agent(kernel: &DevKernel, id: &str, policy: RetryPolicy) -> rebuno::Agent {
-    let transport = rebuno::kernel::ReqwestTransport::new().unwrap();
+    let transport = rebuno::transport::ReqwestTransport::new().unwrap();
     let llm = rebuno::llm::DurableLlm::from_transport(transport).retry(policy);
     agent(kernel, id)
         .handler_with_state(llm, |llm, url: String| async move {
@@ -264,7 +270,7 @@ async fn run_llm(agent_id: &str, policy: RetryPolicy, stub: &LlmStub) -> (Execut
         .unwrap();
     let done = run(&kernel, agent_id, json!(stub.chat_url())).await;
     served.shutdown().await;
-    let steps = kernel.steps(done.id);
+    let steps = kernel.steps(&done.id);
     let results = steps
         .iter()
         .map(|s| s.result.clone().unwrap_or_default())
@@ -350,7 +356,7 @@ async fn a_refused_provider_connection_is_retried_by_default() {
 
     assert_eq!(done.output, Some(json!(200)), "{}", done.failure_reason);
     assert_eq!(stub.hits(), 1);
-    assert_eq!(kernel.steps(done.id).len(), 1);
+    assert_eq!(kernel.steps(&done.id).len(), 1);
 }
 
 /// A provider service that sends its first request to `refused` and the others to `live`.
@@ -364,21 +370,21 @@ fn tower_redirect(
         tries: Arc<AtomicUsize>,
         refused: String,
         live: String,
-        inner: rebuno::kernel::ReqwestTransport,
+        inner: rebuno::transport::ReqwestTransport,
     }
-    impl rebuno::kernel::Transport for Redirect {
+    impl rebuno::transport::Transport for Redirect {
         fn send(
             &self,
             mut request: http::Request<Bytes>,
             timeout: Duration,
-        ) -> rebuno::kernel::TransportFuture {
+        ) -> rebuno::transport::TransportFuture {
             let first = self.tries.fetch_add(1, Ordering::SeqCst) == 0;
             let url = if first { &self.refused } else { &self.live };
             *request.uri_mut() = url.parse().unwrap();
             self.inner.send(request, timeout)
         }
     }
-    let inner = rebuno::kernel::ReqwestTransport::new().unwrap();
+    let inner = rebuno::transport::ReqwestTransport::new().unwrap();
     rebuno::llm::TransportService::new(Redirect {
         tries,
         refused,

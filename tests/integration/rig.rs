@@ -4,6 +4,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
 
 use crate::support;
+use rebuno::wire::ExecutionStatus;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -63,7 +64,12 @@ async fn rig_dispatches_durable_tools_and_sees_denials_as_results() {
 
     let done = run(&kernel, "rigged", json!({})).await;
 
-    assert_eq!(done.status.as_str(), "completed", "{}", done.failure_reason);
+    assert_eq!(
+        done.status,
+        ExecutionStatus::Completed,
+        "{}",
+        done.failure_reason
+    );
     assert_eq!(
         done.output,
         Some(
@@ -71,7 +77,7 @@ async fn rig_dispatches_durable_tools_and_sees_denials_as_results() {
         )
     );
     assert_eq!(runs.load(Ordering::SeqCst), 1);
-    let kinds = types(&kernel.events(done.id));
+    let kinds = types(&kernel.events(&done.id));
     assert!(
         kinds.iter().any(|k| k == "step.succeeded") && kinds.iter().any(|k| k == "step.denied"),
         "{kinds:?}"

@@ -5,6 +5,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
 
 use crate::support;
+use rebuno::wire::ExecutionStatus;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -13,7 +14,8 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use rebuno::HandlerError;
 use rebuno::llm::DurableLlm;
-use rebuno_devkernel::{AgentSpec, DevKernel, Execution, NewExecution};
+use rebuno::wire::Execution;
+use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
 use rig_core::completion::CompletionRequest;
 use rig_core::message::AssistantContent;
 use rig_core::providers::openai::{OpenAI, OpenAIConfig};
@@ -90,7 +92,7 @@ async fn record_then_redeliver(kernel: &DevKernel, steps: usize) -> Execution {
         .await
         .unwrap();
     let recorded = || {
-        let events = kernel.events(created.id);
+        let events = kernel.events(&created.id);
         events.iter().filter(|e| e.kind == "step.succeeded").count() == steps
     };
     for _ in 0..1000 {
@@ -100,12 +102,12 @@ async fn record_then_redeliver(kernel: &DevKernel, steps: usize) -> Execution {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert!(recorded(), "the first attempt recorded its steps");
-    kernel.redeliver(created.id).unwrap();
-    match kernel.wait_terminal(created.id, WAIT).await {
+    kernel.redeliver(&created.id).unwrap();
+    match kernel.wait_terminal(&created.id, WAIT).await {
         Ok(done) => done,
         Err(error) => {
             let log: Vec<String> = kernel
-                .events(created.id)
+                .events(&created.id)
                 .iter()
                 .map(|e| format!("{} {}", e.kind, e.payload))
                 .collect();
@@ -131,7 +133,7 @@ async fn note_then_hang_once(answers: &Answers, answer: &str) {
 
 /// The only step of the execution, as the kernel stored it.
 fn only_step(kernel: &DevKernel, done: &Execution) -> Value {
-    let steps = kernel.steps(done.id);
+    let steps = kernel.steps(&done.id);
     assert_eq!(steps.len(), 1, "one step: {steps:?}");
     serde_json::to_value(&steps[0]).unwrap()
 }
@@ -157,7 +159,12 @@ async fn a_rig_completion_is_recorded_once_and_replayed_on_redelivery() {
 
     let done = record_then_redeliver(&kernel, 1).await;
 
-    assert_eq!(done.status.as_str(), "completed", "{}", done.failure_reason);
+    assert_eq!(
+        done.status,
+        ExecutionStatus::Completed,
+        "{}",
+        done.failure_reason
+    );
     assert_eq!(done.output, Some(json!(DEFAULT_REPLY)));
     assert_eq!(
         *answers.lock().unwrap(),
@@ -167,7 +174,7 @@ async fn a_rig_completion_is_recorded_once_and_replayed_on_redelivery() {
     assert_eq!(stub.hits(), 1, "the provider was called once");
     assert_eq!(stub.requests()[0]["model"], MODEL);
     let succeeded: Vec<_> = kernel
-        .events(done.id)
+        .events(&done.id)
         .into_iter()
         .filter(|e| e.kind == "step.succeeded")
         .collect();
@@ -206,7 +213,12 @@ async fn a_rig_stream_is_recorded_when_rig_drops_it_and_replays_without_the_prov
 
     let done = record_then_redeliver(&kernel, 2).await;
 
-    assert_eq!(done.status.as_str(), "completed", "{}", done.failure_reason);
+    assert_eq!(
+        done.status,
+        ExecutionStatus::Completed,
+        "{}",
+        done.failure_reason
+    );
     assert_eq!(done.output, Some(json!(DEFAULT_REPLY)));
     assert_eq!(*answers.lock().unwrap(), [DEFAULT_REPLY, DEFAULT_REPLY]);
     assert_eq!(
@@ -215,7 +227,7 @@ async fn a_rig_stream_is_recorded_when_rig_drops_it_and_replays_without_the_prov
         "the replayed stream never reached the provider"
     );
     assert_eq!(stub.requests()[0]["stream"], true);
-    let steps = serde_json::to_value(kernel.steps(done.id)).unwrap();
+    let steps = serde_json::to_value(kernel.steps(&done.id)).unwrap();
     let steps = steps.as_array().unwrap();
     assert_eq!(steps.len(), 2, "the llm_call and the local step: {steps:?}");
     let step = steps.iter().find(|s| s["kind"] == "llm_call").unwrap();
@@ -229,7 +241,7 @@ async fn a_rig_stream_is_recorded_when_rig_drops_it_and_replays_without_the_prov
         body.trim_end().ends_with("data: [DONE]"),
         "up to [DONE]: {body}"
     );
-    let events = kernel.events(done.id);
+    let events = kernel.events(&done.id);
     let succeeded = events.iter().find(|e| e.kind == "step.succeeded").unwrap();
     assert_eq!(
         (
@@ -263,7 +275,12 @@ async fn a_recorded_provider_error_replays_as_the_same_rig_error() {
 
     let done = record_then_redeliver(&kernel, 1).await;
 
-    assert_eq!(done.status.as_str(), "completed", "{}", done.failure_reason);
+    assert_eq!(
+        done.status,
+        ExecutionStatus::Completed,
+        "{}",
+        done.failure_reason
+    );
     let answers = answers.lock().unwrap().clone();
     assert_eq!(answers.len(), 2);
     assert_eq!(answers[0], answers[1], "the same error, live and replayed");
@@ -305,7 +322,7 @@ async fn a_denied_rig_call_is_a_provider_error_naming_the_refusal() {
 
     let done = run(&kernel, "rigger", json!({})).await;
 
-    assert_eq!(done.status.as_str(), "failed");
+    assert_eq!(done.status, ExecutionStatus::Failed);
     assert_eq!(done.failure_reason, "no_gpt");
     assert_eq!(stub.hits(), 0, "the provider was never called");
     let seen = seen.lock().unwrap().clone();

@@ -1,6 +1,7 @@
 //! Secret rotation without downtime, and no secret in any `Debug`, log line or error text.
 
 use crate::support;
+use rebuno::wire::ExecutionStatus;
 
 use std::convert::Infallible;
 use std::io::Write;
@@ -178,18 +179,18 @@ async fn a_secret_rotated_during_a_running_execution_loses_nothing() {
             .expect("create");
         running.push(created.id);
     }
-    let (stays, moves) = (running[0], running[1]);
+    let (stays, moves) = (running[0].clone(), running[1].clone());
     // Both first steps recorded (not just run: a re-delivery before the record would run the
     // step again, rightly).
     let recorded = |id| kernel.events(id).iter().any(|e| e.kind == "step.succeeded");
     for _ in 0..500 {
-        if recorded(stays) && recorded(moves) {
+        if recorded(&stays) && recorded(&moves) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert!(
-        recorded(stays) && recorded(moves),
+        recorded(&stays) && recorded(&moves),
         "both first steps recorded"
     );
     assert_eq!(ran_first.load(Ordering::SeqCst), 2, "both first steps ran");
@@ -200,12 +201,12 @@ async fn a_secret_rotated_during_a_running_execution_loses_nothing() {
     deployment.replace(new.clone());
 
     kernel
-        .redeliver(moves)
+        .redeliver(&moves)
         .expect("re-deliver to the new deployment");
-    let moved = kernel.wait_terminal(moves, WAIT).await.expect("ends");
+    let moved = kernel.wait_terminal(&moves, WAIT).await.expect("ends");
     assert_eq!(
-        moved.status.as_str(),
-        "completed",
+        moved.status,
+        ExecutionStatus::Completed,
         "{}",
         moved.failure_reason
     );
@@ -213,10 +214,10 @@ async fn a_secret_rotated_during_a_running_execution_loses_nothing() {
 
     // The old deployment finishes what it holds, signing with the old secret.
     hold.send(true).expect("release the old deployment's runs");
-    let stayed = kernel.wait_terminal(stays, WAIT).await.expect("ends");
+    let stayed = kernel.wait_terminal(&stays, WAIT).await.expect("ends");
     assert_eq!(
-        stayed.status.as_str(),
-        "completed",
+        stayed.status,
+        ExecutionStatus::Completed,
         "{}",
         stayed.failure_reason
     );
@@ -229,16 +230,16 @@ async fn a_secret_rotated_during_a_running_execution_loses_nothing() {
 
     let fresh = run(&kernel, "keeper", json!({})).await;
     assert_eq!(
-        fresh.status.as_str(),
-        "completed",
+        fresh.status,
+        ExecutionStatus::Completed,
         "{}",
         fresh.failure_reason
     );
     kernel.retire_previous_secret("keeper").expect("retire");
     let after = run(&kernel, "keeper", json!({})).await;
     assert_eq!(
-        after.status.as_str(),
-        "completed",
+        after.status,
+        ExecutionStatus::Completed,
         "{}",
         after.failure_reason
     );
@@ -295,7 +296,12 @@ async fn no_secret_reaches_a_debug_a_log_line_or_an_error() {
         .register_agent(AgentSpec::new("keeper", served.webhook_url(), OLD))
         .unwrap();
     let done = run(&kernel, "keeper", json!({})).await;
-    assert_eq!(done.status.as_str(), "completed", "{}", done.failure_reason);
+    assert_eq!(
+        done.status,
+        ExecutionStatus::Completed,
+        "{}",
+        done.failure_reason
+    );
     seen.push(format!("{done:?}"));
 
     let forged = agent.handle(signed("wrong", PAYLOAD)).await;

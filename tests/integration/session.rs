@@ -4,6 +4,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
 
 use crate::support;
+use rebuno::wire::ExecutionStatus;
 
 use rebuno::{HandlerError, execution, previous};
 use rebuno_devkernel::NewExecution;
@@ -33,8 +34,13 @@ async fn each_turn_continues_from_the_state_the_last_one_left() {
             .create_execution(NewExecution::new("chat", json!(message)).session("chat:u1"))
             .await
             .expect("create");
-        let done = kernel.wait_terminal(created.id, WAIT).await.expect("ends");
-        assert_eq!(done.status.as_str(), "completed", "{}", done.failure_reason);
+        let done = kernel.wait_terminal(&created.id, WAIT).await.expect("ends");
+        assert_eq!(
+            done.status,
+            ExecutionStatus::Completed,
+            "{}",
+            done.failure_reason
+        );
         outputs.push(done.output.unwrap_or(Value::Null));
     }
 
@@ -50,7 +56,7 @@ async fn each_turn_continues_from_the_state_the_last_one_left() {
         .create_execution(NewExecution::new("chat", json!("new")))
         .await
         .expect("create");
-    let done = kernel.wait_terminal(other.id, WAIT).await.expect("ends");
+    let done = kernel.wait_terminal(&other.id, WAIT).await.expect("ends");
     assert_eq!(
         done.output,
         Some(json!({"turns": 1, "session": null})),
@@ -79,16 +85,20 @@ async fn executions_of_one_session_wait_their_turn() {
         .await
         .expect("second");
 
-    assert_eq!(first.status.as_str(), "running");
-    assert_eq!(second.status.as_str(), "pending", "the session is busy");
+    assert_eq!(first.status, ExecutionStatus::Running);
+    assert_eq!(
+        second.status,
+        ExecutionStatus::Pending,
+        "the session is busy"
+    );
     release.send(true).expect("release");
     let done = kernel
-        .wait_terminal(second.id, WAIT)
+        .wait_terminal(&second.id, WAIT)
         .await
         .expect("second ends");
     assert_eq!(done.output, Some(json!(2)));
     let started = kernel
-        .events(second.id)
+        .events(&second.id)
         .into_iter()
         .find(|e| e.kind == "execution.started")
         .expect("started later");

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use rebuno::{Agent, HandlerError, define_tool, step};
-use rebuno_devkernel::{DevKernel, NewExecution, StepStatus};
+use rebuno_devkernel::{DevKernel, NewExecution};
 use serde_json::json;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
@@ -126,17 +126,17 @@ async fn every_span_and_field_of_the_contract_over_a_crash_and_a_replay() {
         .await
         .unwrap();
     while kernel
-        .steps(created.id)
+        .steps(&created.id)
         .iter()
-        .filter(|s| s.status == StepStatus::Succeeded)
+        .filter(|s| s.status == "succeeded")
         .count()
         < 3
     {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    kernel.redeliver(created.id).unwrap();
+    kernel.redeliver(&created.id).unwrap();
     let done = kernel
-        .wait_terminal(created.id, Duration::from_secs(20))
+        .wait_terminal(&created.id, Duration::from_secs(20))
         .await
         .unwrap();
     assert_eq!(done.output, Some(json!([true, 1, 200])));

@@ -4,6 +4,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
 
 use crate::support;
+use rebuno::wire::ExecutionStatus;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -70,7 +71,12 @@ async fn concurrent_subagents_suspend_the_parent_and_replay_after_they_settle() 
 
     let done = run(&kernel, "lead", json!(["rust", "wasm"])).await;
 
-    assert_eq!(done.status.as_str(), "completed", "{}", done.failure_reason);
+    assert_eq!(
+        done.status,
+        ExecutionStatus::Completed,
+        "{}",
+        done.failure_reason
+    );
     assert_eq!(
         done.output,
         Some(json!([{ "summary": "all about rust" }, { "summary": "all about wasm" }]))
@@ -80,7 +86,7 @@ async fn concurrent_subagents_suspend_the_parent_and_replay_after_they_settle() 
         2,
         "each tool body ran once; the rerun replayed"
     );
-    let events = kernel.events(done.id);
+    let events = kernel.events(&done.id);
     let blocked = events
         .iter()
         .find(|e| e.kind == "execution.blocked")
@@ -118,7 +124,7 @@ async fn a_failed_subagent_is_a_tool_error_of_the_parent() {
 
     let done = run(&kernel, "lead", json!(["doom"])).await;
 
-    assert_eq!(done.status.as_str(), "failed");
+    assert_eq!(done.status, ExecutionStatus::Failed);
     assert!(
         done.failure_reason.starts_with("tool_error: research: "),
         "{}",

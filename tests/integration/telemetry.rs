@@ -9,7 +9,7 @@ use bytes::Bytes;
 use rebuno::client::Client;
 use rebuno::telemetry::Telemetry;
 use rebuno::{Agent, HandlerError, define_tool, step, subagent};
-use rebuno_devkernel::{DevKernel, NewExecution, StepStatus};
+use rebuno_devkernel::{DevKernel, NewExecution};
 use serde_json::{Value, json};
 use tracing_subscriber::layer::SubscriberExt;
 
@@ -18,8 +18,8 @@ use crate::support::otlp::{Receiver, attribute};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-fn hex_id(id: &uuid::Uuid) -> String {
-    id.simple().to_string()
+fn hex_id(id: &str) -> String {
+    id.replace('-', "")
 }
 
 fn of_service<'a>(spans: &'a [Value], service: &str) -> Vec<&'a Value> {
@@ -110,21 +110,21 @@ async fn a_redelivered_execution_is_one_trace_with_each_live_step_once() {
         .unwrap();
     let started = std::time::Instant::now();
     while kernel
-        .steps(created.id)
+        .steps(&created.id)
         .iter()
-        .filter(|s| s.status == StepStatus::Succeeded)
+        .filter(|s| s.status == "succeeded")
         .count()
         < 3
     {
         assert!(
             started.elapsed() < WAIT,
             "the first delivery's steps never all succeeded: {:#?}",
-            kernel.steps(created.id)
+            kernel.steps(&created.id)
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    kernel.redeliver(created.id).unwrap();
-    let done = kernel.wait_terminal(created.id, WAIT).await.unwrap();
+    kernel.redeliver(&created.id).unwrap();
+    let done = kernel.wait_terminal(&created.id, WAIT).await.unwrap();
     assert_eq!(done.output, Some(json!([1, 200])));
     // No flush by hand: each run exported its spans as its last act.
     receiver
@@ -168,7 +168,7 @@ async fn a_redelivered_execution_is_one_trace_with_each_live_step_once() {
     let steps = named(&plain_spans, "rebuno.step");
     let names: Vec<&str> = steps.iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert_eq!(steps.len(), 3, "{names:?}");
-    let recorded = kernel.steps(created.id);
+    let recorded = kernel.steps(&created.id);
     let step_id = |target: &str| {
         recorded
             .iter()
@@ -388,7 +388,7 @@ async fn a_run_drained_at_shutdown_is_exported_before_serve_returns() {
         .await
         .unwrap();
     kernel
-        .wait_for_event(created.id, rebuno_devkernel::EventKind::StepAllowed, WAIT)
+        .wait_for_event(&created.id, rebuno_devkernel::EventKind::StepAllowed, WAIT)
         .await
         .unwrap();
     assert!(telemetry.buffered_spans() == 0 && receiver.spans().is_empty());
@@ -404,7 +404,7 @@ async fn a_run_drained_at_shutdown_is_exported_before_serve_returns() {
                 && spans.iter().any(|s| s["name"] == "dispatch slow")
         })
         .await;
-    let done = kernel.execution(created.id).unwrap();
+    let done = kernel.execution(&created.id).unwrap();
     assert_eq!(done.output, Some(json!(500)));
     kernel.shutdown().await;
 }
@@ -471,10 +471,9 @@ async fn recording_mcp_server() -> (
 /// (SEP-414) for the server, and as the HTTP header for a gateway in between.
 #[tokio::test(flavor = "current_thread")]
 async fn an_mcp_call_over_http_carries_its_steps_traceparent() {
-    use rebuno::mcp::McpOptions;
-    use rebuno::mcp::rmcp::McpClient;
+    use rebuno::mcp::{McpOptions, StreamableHttp};
     let (url, seen) = recording_mcp_server().await;
-    let client = McpClient::streamable_http(url).await.unwrap();
+    let client = StreamableHttp::connect(url).await.unwrap();
     let tools = client.tools(&McpOptions::default()).await.unwrap();
     let echo = tools.into_iter().find(|t| t.name() == "echo").unwrap();
     let kernel = DevKernel::start().await.unwrap();
@@ -489,14 +488,14 @@ async fn an_mcp_call_over_http_carries_its_steps_traceparent() {
         .create_execution(NewExecution::new("mcp-caller", json!(null)))
         .await
         .unwrap();
-    let done = kernel.wait_terminal(created.id, WAIT).await.unwrap();
+    let done = kernel.wait_terminal(&created.id, WAIT).await.unwrap();
     assert!(done.output.is_some(), "{done:?}");
     let step = kernel
-        .steps(created.id)
+        .steps(&created.id)
         .into_iter()
         .find(|s| s.target == "echo")
         .unwrap();
-    let expected = format!("00-{}-{}-01", created.id.simple(), &step.step_id[..16]);
+    let expected = format!("00-{}-{}-01", hex_id(&created.id), &step.step_id[..16]);
     let seen = seen.lock().unwrap().clone();
     let calls: Vec<_> = seen.iter().filter(|(m, _, _)| m == "tools/call").collect();
     assert_eq!(calls.len(), 1, "{seen:?}");
@@ -631,8 +630,8 @@ async fn a_process_killed_mid_run_leaves_its_finished_steps_in_the_trace_once() 
             crate::support::SECRET,
         ))
         .unwrap();
-    kernel.redeliver(created.id).unwrap();
-    let done = kernel.wait_terminal(created.id, WAIT).await.unwrap();
+    kernel.redeliver(&created.id).unwrap();
+    let done = kernel.wait_terminal(&created.id, WAIT).await.unwrap();
     assert_eq!(done.output, Some(json!(["logs", 1, 200])));
     assert_eq!(stub.hits(), 1, "the LLM call was replayed, not sent again");
     receiver
@@ -643,7 +642,7 @@ async fn a_process_killed_mid_run_leaves_its_finished_steps_in_the_trace_once() 
         })
         .await;
     let spans = receiver.spans();
-    let trace = created.id.simple().to_string();
+    let trace = hex_id(&created.id);
     assert!(
         spans.iter().all(|s| s["traceId"] == trace.as_str()),
         "{spans:#?}"

@@ -38,7 +38,7 @@ async fn wrap_tool_records_transformed_args_and_mapped_results() {
     let done = run(&kernel, "wrapped", json!({})).await;
 
     assert_eq!(done.output, Some(json!(["lease"])));
-    let steps = kernel.steps(done.id);
+    let steps = kernel.steps(&done.id);
     assert_eq!(steps.len(), 1);
     assert_eq!(steps[0].target, "docs_search");
     assert_eq!(
@@ -127,10 +127,10 @@ async fn an_interrupted_at_most_once_call_comes_back_indeterminate() {
         .create_execution(NewExecution::new("billing", json!({})))
         .await
         .expect("create");
-    wait_for_event(&kernel, created.id, "step.executing").await;
+    wait_for_event(&kernel, &created.id, "step.executing").await;
 
-    kernel.redeliver(created.id).expect("redeliver");
-    let done = kernel.wait_terminal(created.id, WAIT).await.expect("ends");
+    kernel.redeliver(&created.id).expect("redeliver");
+    let done = kernel.wait_terminal(&created.id, WAIT).await.expect("ends");
 
     assert_eq!(charges.load(Ordering::SeqCst), 1, "never charged twice");
     let reconcile = done
@@ -144,13 +144,13 @@ async fn an_interrupted_at_most_once_call_comes_back_indeterminate() {
         "{done:?}"
     );
     let failed = kernel
-        .events(created.id)
+        .events(&created.id)
         .into_iter()
         .find(|e| e.kind == "step.failed")
         .expect("step.failed");
     assert_eq!(failed.payload["target"], "charge_card");
     assert_eq!(
-        serde_json::to_value(&kernel.steps(created.id)[0]).unwrap()["error"]["reason"],
+        serde_json::to_value(&kernel.steps(&created.id)[0]).unwrap()["error"]["reason"],
         "indeterminate"
     );
     served.shutdown().await;
@@ -183,10 +183,10 @@ async fn a_newer_attempt_supersedes_the_running_one_and_repeats_are_ignored() {
         .create_execution(NewExecution::new("slowpoke", json!({})))
         .await
         .expect("create");
-    wait_for_event(&kernel, created.id, "step.executing").await;
+    wait_for_event(&kernel, &created.id, "step.executing").await;
 
     let acked = kernel
-        .events(created.id)
+        .events(&created.id)
         .into_iter()
         .find(|e| e.kind == "dispatch.acked")
         .expect("acked");
@@ -207,8 +207,8 @@ async fn a_newer_attempt_supersedes_the_running_one_and_repeats_are_ignored() {
         "a repeat of the running attempt starts nothing"
     );
 
-    kernel.redeliver(created.id).expect("redeliver");
-    let done = kernel.wait_terminal(created.id, WAIT).await.expect("ends");
+    kernel.redeliver(&created.id).expect("redeliver");
+    let done = kernel.wait_terminal(&created.id, WAIT).await.expect("ends");
 
     assert_eq!(done.output, Some(json!("done")));
     assert_eq!(
@@ -232,7 +232,7 @@ impl Drop for DropCounter {
     }
 }
 
-async fn wait_for_event(kernel: &rebuno_devkernel::DevKernel, id: uuid::Uuid, kind: &str) {
+async fn wait_for_event(kernel: &rebuno_devkernel::DevKernel, id: &str, kind: &str) {
     for _ in 0..400 {
         if kernel.events(id).iter().any(|e| e.kind == kind) {
             return;

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::StreamExt as _;
-use rebuno::kernel::{HyperTransport, Transport, TransportErrorKind};
+use rebuno::transport::{HyperTransport, Transport, TransportErrorKind};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpListener;
 

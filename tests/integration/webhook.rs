@@ -5,6 +5,7 @@ use crate::support;
 
 use rebuno::HandlerError;
 use rebuno::signing::sign_webhook;
+use rebuno::wire::ExecutionStatus;
 use serde_json::Value;
 use support::*;
 
@@ -90,7 +91,7 @@ async fn the_agent_acknowledges_before_the_run_finishes() {
         .expect("create");
     for _ in 0..200 {
         if kernel
-            .events(created.id)
+            .events(&created.id)
             .iter()
             .any(|e| e.kind == "dispatch.acked")
         {
@@ -99,22 +100,18 @@ async fn the_agent_acknowledges_before_the_run_finishes() {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     assert_eq!(
-        kernel
-            .execution(created.id)
-            .expect("exists")
-            .status
-            .as_str(),
-        "running"
+        kernel.execution(&created.id).expect("exists").status,
+        ExecutionStatus::Running
     );
     assert!(
         kernel
-            .events(created.id)
+            .events(&created.id)
             .iter()
             .any(|e| e.kind == "dispatch.acked"),
         "acked while the handler still waits"
     );
     release.send(true).expect("release");
-    let done = kernel.wait_terminal(created.id, WAIT).await.expect("ends");
+    let done = kernel.wait_terminal(&created.id, WAIT).await.expect("ends");
     assert_eq!(done.output, Some(serde_json::json!("done")));
     served.shutdown().await;
 }

@@ -14,8 +14,8 @@ use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use rebuno::ExecutionContext;
-use rebuno::kernel::HyperTransport;
 use rebuno::llm::{DurableLlm, TransportService};
+use rebuno::transport::HyperTransport;
 use tokio::net::TcpListener;
 
 /// How many dispatches' tokens are remembered; the oldest is forgotten first.

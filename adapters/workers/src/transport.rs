@@ -7,7 +7,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::future::{Either, select};
 use futures_util::{FutureExt, Stream};
-use rebuno::kernel::{
+use rebuno::transport::{
     ByteStream, StreamingFuture, Transport, TransportError, TransportErrorKind, TransportFuture,
 };
 use worker::{AbortController, Fetch, Headers, Method, Request, RequestInit, RequestRedirect};

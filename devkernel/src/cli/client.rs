@@ -190,7 +190,7 @@ mod tests {
     use std::time::Duration;
 
     use bytes::Bytes;
-    use rebuno::kernel::{Transport, TransportError, TransportErrorKind, TransportFuture};
+    use rebuno::transport::{Transport, TransportError, TransportErrorKind, TransportFuture};
 
     use super::*;
 

@@ -164,14 +164,6 @@ fn execution_status(name: &str) -> Result<ExecutionStatus, CliError> {
     }
 }
 
-/// The status as the kernel spells it, e.g. `running`.
-fn status_name(status: ExecutionStatus) -> String {
-    serde_json::to_value(status)
-        .ok()
-        .and_then(|name| name.as_str().map(str::to_owned))
-        .unwrap_or_default()
-}
-
 /// Runs an `exec` subcommand.
 pub(crate) async fn run(
     remote: &Remote,
@@ -236,7 +228,7 @@ async fn create(
         Ok(created) => created,
         Err(error) => return Err(explain_create_error(remote, agent, error).await),
     };
-    writeln!(out, "{} {}", created.id, status_name(created.status))?;
+    writeln!(out, "{} {}", created.id, created.status.as_str())?;
     if !watch {
         return Ok(Outcome::Success);
     }
@@ -340,7 +332,7 @@ fn execution_line(execution: &Execution) -> String {
         "{}  {:<20} {:<10} {}",
         execution.id,
         execution.agent_id,
-        status_name(execution.status),
+        execution.status.as_str(),
         execution.created_at
     )
 }
@@ -522,7 +514,7 @@ mod tests {
             error.to_string().starts_with("bad --status \"done\""),
             "{error}"
         );
-        assert_eq!(status_name(ExecutionStatus::Cancelled), "cancelled");
+        assert_eq!(ExecutionStatus::Cancelled.as_str(), "cancelled");
         assert_eq!(
             execution_status("completed").unwrap(),
             ExecutionStatus::Completed

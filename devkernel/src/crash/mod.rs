@@ -45,15 +45,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rebuno::AgentBuilder;
-use rebuno::kernel::{HyperTransport, Transport};
+use rebuno::transport::{HyperTransport, Transport};
 use serde_json::Value;
-use uuid::Uuid;
 
 pub use report::{CrashPoint, CrashReport, Problem, Scenario, StepRuns};
 use transport::CrashingTransport;
 
-use crate::model::{Execution, ExecutionStatus, StepRecord, StepStatus};
 use crate::{DevKernel, DevKernelError, NewExecution, ServedAgent};
+use rebuno::wire::{Execution, ExecutionStatus, StepRecord};
 
 /// How long one run (with or without a crash) may take to end.
 const RUN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -134,7 +133,7 @@ async fn start(
     kernel: &DevKernel,
     served: &ServedAgent,
     input: &Value,
-) -> Result<Uuid, DevKernelError> {
+) -> Result<String, DevKernelError> {
     let new = NewExecution::new(served.agent().id(), input.clone());
     Ok(kernel.create_execution(new).await?.id)
 }
@@ -149,7 +148,7 @@ where
 {
     let agent = incarnation(kernel, factory, None).await?;
     let id = start(kernel, &agent.served, input).await?;
-    let execution = kernel.wait_terminal(id, RUN_TIMEOUT).await?;
+    let execution = kernel.wait_terminal(&id, RUN_TIMEOUT).await?;
     let (answered, proceeded, runs) = agent.transport.with_tap(|tap| {
         (
             tap.answered.clone(),
@@ -158,7 +157,7 @@ where
         )
     });
     agent.served.shutdown().await;
-    let recorded = kernel.steps(id);
+    let recorded = kernel.steps(&id);
     let steps = answered
         .iter()
         .flatten()
@@ -189,7 +188,7 @@ where
     let id = start(kernel, &first.served, input).await?;
     let reached = tokio::select! {
         () = first.transport.crashed() => true,
-        _ = kernel.wait_terminal(id, RUN_TIMEOUT) => false,
+        _ = kernel.wait_terminal(&id, RUN_TIMEOUT) => false,
     };
     let mut scenario = Scenario {
         step: armed.0 + 1,
@@ -204,19 +203,19 @@ where
         first.served.shutdown().await;
         return Ok(scenario);
     }
-    let recorded_before = kernel.steps(id);
+    let recorded_before = kernel.steps(&id);
     let second = incarnation(kernel, factory, None).await?;
     drop(first.served); // the dead process's server goes; its requests hang forever
-    kernel.redeliver(id)?;
+    kernel.redeliver(&id)?;
     scenario.deliveries = 2;
-    let ended = kernel.wait_terminal(id, RUN_TIMEOUT).await.ok();
+    let ended = kernel.wait_terminal(&id, RUN_TIMEOUT).await.ok();
     second.served.shutdown().await;
     let crash = Crash {
         first: first.transport,
         second: second.transport,
         recorded_before,
     };
-    crash.check(kernel, id, baseline, ended, &mut scenario);
+    crash.check(kernel, &id, baseline, ended, &mut scenario);
     Ok(scenario)
 }
 
@@ -233,7 +232,7 @@ impl Crash {
     fn check(
         &self,
         kernel: &DevKernel,
-        id: Uuid,
+        id: &str,
         baseline: &Baseline,
         ended: Option<Execution>,
         scenario: &mut Scenario,
@@ -246,7 +245,7 @@ impl Crash {
         for step in scenario.steps.iter().filter(|s| s.ran_too_often()) {
             scenario.problems.push(Problem::RanTwice(step.clone()));
         }
-        let succeeded = |s: &&StepRecord| s.status == StepStatus::Succeeded;
+        let succeeded = |s: &&StepRecord| s.status == "succeeded";
         for step in steps.iter().filter(succeeded).filter(|s| count(s) == 0) {
             scenario
                 .problems
@@ -304,7 +303,7 @@ fn outcome(execution: &Execution) -> (ExecutionStatus, Value) {
 /// then sees that error, so another outcome is expected, not a problem.
 fn left_indeterminate(step: &StepRecord) -> bool {
     step.idempotency == "at_most_once"
-        && step.status == StepStatus::Failed
+        && step.status == "failed"
         && step
             .error
             .as_ref()

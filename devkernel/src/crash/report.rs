@@ -5,7 +5,7 @@ use std::fmt;
 use rebuno::Idempotency;
 use serde_json::Value;
 
-use crate::model::{ExecutionStatus, StepRecord, StepStatus};
+use rebuno::wire::{ExecutionStatus, StepRecord};
 
 /// Where, around one step, the agent's process dies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -62,8 +62,8 @@ pub struct StepRuns {
     /// Whether its body may run again after a crash in it (`SafeToRetry`) or must run at
     /// most once (`AtMostOnce`).
     pub idempotency: Idempotency,
-    /// Its recorded status.
-    pub status: StepStatus,
+    /// Its recorded status (`succeeded`, `failed`, ...).
+    pub status: String,
     /// How often its body started (a `proceed` that reached an agent).
     pub body_runs: usize,
 }
@@ -74,7 +74,7 @@ impl StepRuns {
             kind: step.kind.clone(),
             target: step.target.clone(),
             idempotency: idempotency(&step.idempotency),
-            status: step.status,
+            status: step.status.clone(),
             body_runs,
         }
     }
@@ -282,7 +282,7 @@ mod tests {
             kind: "tool_call".to_owned(),
             target: target.to_owned(),
             idempotency,
-            status: StepStatus::Succeeded,
+            status: "succeeded".to_owned(),
             body_runs,
         }
     }

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
-use rebuno::kernel::{Transport, TransportFuture};
+use rebuno::transport::{Transport, TransportFuture};
 use serde::Deserialize;
 use tokio::sync::Notify;
 

@@ -5,11 +5,10 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use rebuno::wire::{Event, Execution, ExecutionStatus};
 use serde_json::Value;
-use uuid::Uuid;
 
 use crate::error::{KernelError, truncate};
-use crate::model::{AgentRecord, Event, Execution, ExecutionStatus};
 use crate::policy::PolicyError;
 
 /// How many of an execution's last events an error lists.
@@ -40,10 +39,10 @@ pub enum DevKernelError {
     Policy(#[from] PolicyError),
     /// No such execution.
     #[error("execution {0} not found: this kernel has no execution with this id")]
-    NotFound(Uuid),
+    NotFound(String),
     /// The execution has no in-flight dispatch to reclaim.
     #[error("execution {0} has no in-flight dispatch")]
-    NoLiveDispatch(Uuid),
+    NoLiveDispatch(String),
     /// The execution ended (`completed`, `failed` or `cancelled`) without what a wait, or
     /// [`DevKernel::run_completed`](crate::DevKernel::run_completed), expected. An ended
     /// execution never changes, so a wait returns this at once instead of waiting out its
@@ -89,7 +88,7 @@ pub enum DevKernelError {
     Agent(#[from] rebuno::Error),
     /// An agent's HTTP client could not be made.
     #[error("agent transport: {0}")]
-    Transport(#[from] rebuno::kernel::TransportError),
+    Transport(#[from] rebuno::transport::TransportError),
 }
 
 impl fmt::Debug for DevKernelError {
@@ -101,7 +100,7 @@ impl fmt::Debug for DevKernelError {
 /// Where an execution stands, as the end of a sentence starting with "it" or "it is still".
 fn state(execution: &Execution) -> String {
     if execution.status != ExecutionStatus::Completed {
-        return crate::error::state(execution.status, &execution.failure_reason);
+        return super::output::state(execution.status, &execution.failure_reason);
     }
     let output = execution.output.as_ref().unwrap_or(&Value::Null);
     format!(
@@ -144,11 +143,7 @@ pub(super) fn summary(event: &Event) -> String {
 
 /// A kernel `not_found` that names only the kind of thing (`agent`), retold with the agent's
 /// id and the agents that are registered. Other errors pass through.
-pub(super) fn unknown_agent(
-    error: KernelError,
-    id: &str,
-    registered: &[AgentRecord],
-) -> DevKernelError {
+pub(super) fn unknown_agent(error: KernelError, id: &str, registered: &[String]) -> DevKernelError {
     let KernelError::NotFound(what) = &error else {
         return error.into();
     };
@@ -159,7 +154,7 @@ pub(super) fn unknown_agent(
     let known = if registered.is_empty() {
         "no agent is registered".to_owned()
     } else {
-        let ids: Vec<String> = registered.iter().map(|a| format!("{:?}", a.id)).collect();
+        let ids: Vec<String> = registered.iter().map(|id| format!("{id:?}")).collect();
         format!("registered: {}", ids.join(", "))
     };
     KernelError::NotFound(format!(
@@ -171,7 +166,7 @@ pub(super) fn unknown_agent(
 
 /// A kernel `not_found` that names only the kind of thing (`execution`, `approval`), retold
 /// with the id. Other errors pass through.
-pub(super) fn unknown(error: KernelError, what: &str, id: Uuid) -> DevKernelError {
+pub(super) fn unknown(error: KernelError, what: &str, id: &str) -> DevKernelError {
     match error {
         KernelError::NotFound(noun) if noun == what => {
             KernelError::NotFound(format!("{what} {id}")).into()

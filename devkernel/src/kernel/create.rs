@@ -58,8 +58,8 @@ impl NewExecution {
 
     /// Continues from a completed execution of the same agent.
     #[must_use]
-    pub fn parent_execution_id(mut self, parent: Uuid) -> Self {
-        self.parent_execution_id = Some(parent.to_string());
+    pub fn parent_execution_id(mut self, parent: impl Into<String>) -> Self {
+        self.parent_execution_id = Some(parent.into());
         self
     }
 
@@ -72,9 +72,13 @@ impl NewExecution {
 
     /// Creates it as a subagent of a parent's executing step.
     #[must_use]
-    pub fn spawned_by(mut self, execution_id: Uuid, step_id: impl Into<String>) -> Self {
+    pub fn spawned_by(
+        mut self,
+        execution_id: impl Into<String>,
+        step_id: impl Into<String>,
+    ) -> Self {
         self.spawned_by = Some(SpawnedBy {
-            execution_id: execution_id.to_string(),
+            execution_id: execution_id.into(),
             step_id: step_id.into(),
         });
         self

@@ -7,26 +7,26 @@ use super::Timestamp;
 
 /// A registered agent as returned by `GET /v0/agents/{id}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AgentRecord {
+pub(crate) struct AgentRecord {
     /// Agent id.
-    pub id: String,
+    pub(crate) id: String,
     /// Where dispatches are POSTed.
-    pub webhook_url: String,
+    pub(crate) webhook_url: String,
     /// Policy bundle YAML, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub policy_bundle: Option<String>,
+    pub(crate) policy_bundle: Option<String>,
     /// Registration time.
-    pub registered_at: Timestamp,
+    pub(crate) registered_at: Timestamp,
     /// Lease period override in seconds (≥ 10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lease_timeout_seconds: Option<u64>,
+    pub(crate) lease_timeout_seconds: Option<u64>,
     /// Description published by the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
+    pub(crate) description: Option<String>,
     /// Input JSON Schema published by the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub input_schema: Option<Value>,
+    pub(crate) input_schema: Option<Value>,
     /// Output JSON Schema published by the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_schema: Option<Value>,
+    pub(crate) output_schema: Option<Value>,
 }

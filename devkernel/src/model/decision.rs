@@ -6,48 +6,48 @@ use uuid::Uuid;
 
 /// A resource affected by a `proceed` decision.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StepResource {
+pub(crate) struct StepResource {
     /// Resource key.
-    pub key: String,
+    pub(crate) key: String,
     /// Its generation after this step started.
-    pub generation: u64,
+    pub(crate) generation: u64,
     /// Whether a checkpoint is due after the step.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub due: bool,
+    pub(crate) due: bool,
 }
 
 /// `{"decision": ..., ...}` (PROTOCOL.md §2.4).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-pub struct StepDecision {
+pub(crate) struct StepDecision {
     /// `proceed`, `replay`, `denied`, `blocked`, `rate_limited`, `execution_blocked`,
     /// `execution_terminal` or `recorded`.
-    pub decision: String,
+    pub(crate) decision: String,
     /// The step, when the decision was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub step_id: Option<String>,
+    pub(crate) step_id: Option<String>,
     /// Recorded result (replay).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub result: Option<Value>,
+    pub(crate) result: Option<Value>,
     /// Recorded error (replay).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<Value>,
+    pub(crate) error: Option<Value>,
     /// Pending approval (blocked).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approval_id: Option<Uuid>,
+    pub(crate) approval_id: Option<Uuid>,
     /// Denial or rate-limit reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub(crate) reason: Option<String>,
     /// Deciding policy rule.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rule_id: Option<String>,
+    pub(crate) rule_id: Option<String>,
     /// Resources touched by a `proceed`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub resources: Vec<StepResource>,
+    pub(crate) resources: Vec<StepResource>,
 }
 
 impl StepDecision {
     /// A bare decision token.
-    pub fn bare(decision: &str) -> Self {
+    pub(crate) fn bare(decision: &str) -> Self {
         Self {
             decision: decision.to_owned(),
             ..Self::default()
@@ -55,7 +55,7 @@ impl StepDecision {
     }
 
     /// A decision token with the step id.
-    pub fn for_step(decision: &str, step_id: &str) -> Self {
+    pub(crate) fn for_step(decision: &str, step_id: &str) -> Self {
         Self {
             decision: decision.to_owned(),
             step_id: Some(step_id.to_owned()),

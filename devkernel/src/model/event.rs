@@ -8,16 +8,16 @@ use super::Timestamp;
 
 /// One entry of an execution's append-only event log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Event {
+pub(crate) struct Event {
     /// Owning execution.
-    pub execution_id: Uuid,
+    pub(crate) execution_id: Uuid,
     /// 1-based position in the execution's log.
-    pub event_seq: u64,
+    pub(crate) event_seq: u64,
     /// Event type, e.g. `step.succeeded`.
     #[serde(rename = "type")]
-    pub kind: String,
+    pub(crate) kind: String,
     /// Type-specific payload.
-    pub payload: Value,
+    pub(crate) payload: Value,
     /// When it was appended.
-    pub occurred_at: Timestamp,
+    pub(crate) occurred_at: Timestamp,
 }

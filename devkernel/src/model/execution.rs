@@ -7,12 +7,11 @@ use uuid::Uuid;
 use std::collections::BTreeMap;
 
 use super::{Restoration, Timestamp};
-use crate::error::{OutputError, truncate};
 
 /// Lifecycle status of an execution (PROTOCOL.md §1.2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ExecutionStatus {
+pub(crate) enum ExecutionStatus {
     /// Created but waiting (a busy session).
     Pending,
     /// Dispatched to the agent.
@@ -29,12 +28,12 @@ pub enum ExecutionStatus {
 
 impl ExecutionStatus {
     /// Whether this status is final (`completed`, `failed` or `cancelled`).
-    pub fn is_terminal(self) -> bool {
+    pub(crate) fn is_terminal(self) -> bool {
         matches!(self, Self::Completed | Self::Failed | Self::Cancelled)
     }
 
     /// The wire name, e.g. `running`.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Pending => "pending",
             Self::Running => "running",
@@ -44,119 +43,70 @@ impl ExecutionStatus {
             Self::Cancelled => "cancelled",
         }
     }
-
-    /// Parses a wire name.
-    pub fn parse(text: &str) -> Option<Self> {
-        Some(match text {
-            "pending" => Self::Pending,
-            "running" => Self::Running,
-            "blocked" => Self::Blocked,
-            "completed" => Self::Completed,
-            "failed" => Self::Failed,
-            "cancelled" => Self::Cancelled,
-            _ => return None,
-        })
-    }
 }
 
 /// The parent step that spawned a subagent execution.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SpawnedBy {
+pub(crate) struct SpawnedBy {
     /// The parent execution.
-    pub execution_id: String,
+    pub(crate) execution_id: String,
     /// The parent's calling step.
-    pub step_id: String,
+    pub(crate) step_id: String,
 }
 
 /// An execution as returned by `GET /v0/executions/{id}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Execution {
+pub(crate) struct Execution {
     /// UUIDv7 id.
-    pub id: Uuid,
+    pub(crate) id: Uuid,
     /// The agent that runs it.
-    pub agent_id: String,
+    pub(crate) agent_id: String,
     /// Session label, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session: Option<String>,
+    pub(crate) session: Option<String>,
     /// The previous completed execution of the session (or the explicit parent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parent_execution_id: Option<Uuid>,
+    pub(crate) parent_execution_id: Option<Uuid>,
     /// Source execution of a fork.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub forked_from: Option<Uuid>,
+    pub(crate) forked_from: Option<Uuid>,
     /// Event seq the fork was taken at.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fork_seq: Option<u64>,
+    pub(crate) fork_seq: Option<u64>,
     /// Client idempotency key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub idempotency_key: Option<String>,
+    pub(crate) idempotency_key: Option<String>,
     /// Parent step of a subagent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spawned_by: Option<SpawnedBy>,
+    pub(crate) spawned_by: Option<SpawnedBy>,
     /// End-user subject the execution acts for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub on_behalf_of: Option<String>,
+    pub(crate) on_behalf_of: Option<String>,
     /// The input (`null` when none was given).
-    pub input: Value,
+    pub(crate) input: Value,
     /// Current status.
-    pub status: ExecutionStatus,
+    pub(crate) status: ExecutionStatus,
     /// Output of a completed execution.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output: Option<Value>,
+    pub(crate) output: Option<Value>,
     /// Why it failed or was cancelled.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub failure_reason: String,
+    pub(crate) failure_reason: String,
     /// Creation time.
-    pub created_at: Timestamp,
+    pub(crate) created_at: Timestamp,
     /// Last status change.
-    pub updated_at: Timestamp,
+    pub(crate) updated_at: Timestamp,
     /// How a fork restored each resource (only on the fork response).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub restoration: Option<BTreeMap<String, Restoration>>,
+    pub(crate) restoration: Option<BTreeMap<String, Restoration>>,
     /// When the kernel cancels it (`deadline_exceeded`) if it has not ended: creation plus the
     /// kernel's execution deadline ([`DevKernelBuilder::execution_deadline`](crate::DevKernelBuilder::execution_deadline)).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deadline_at: Option<Timestamp>,
+    pub(crate) deadline_at: Option<Timestamp>,
 }
 
 impl Execution {
-    /// The output of a completed execution decoded as `T`, for a typed assertion.
-    ///
-    /// ```no_run
-    /// # fn demo(done: rebuno_devkernel::Execution) -> Result<(), rebuno_devkernel::OutputError> {
-    /// #[derive(serde::Deserialize)]
-    /// struct Sum { total: u32 }
-    /// assert_eq!(done.output_as::<Sum>()?.total, 3);
-    /// # Ok(()) }
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// [`OutputError::NotCompleted`] with its status and failure reason when the execution
-    /// did not complete (a failed one says why it failed); [`OutputError::Decode`] when the
-    /// output is not a `T` (a completed execution without output decodes as `null`).
-    pub fn output_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, OutputError> {
-        if self.status != ExecutionStatus::Completed {
-            return Err(OutputError::NotCompleted {
-                id: self.id,
-                agent_id: self.agent_id.clone(),
-                status: self.status,
-                failure_reason: self.failure_reason.clone(),
-            });
-        }
-        let output = self.output.clone().unwrap_or(Value::Null);
-        serde_json::from_value(output).map_err(|source| OutputError::Decode {
-            id: self.id,
-            type_name: std::any::type_name::<T>(),
-            output: truncate(
-                &self.output.as_ref().unwrap_or(&Value::Null).to_string(),
-                200,
-            ),
-            source,
-        })
-    }
-
     /// A new, pending execution of `agent_id` created at `created` (no session, parent,
     /// key, output or failure yet).
     pub(crate) fn pending(id: Uuid, agent_id: String, input: Value, created: Timestamp) -> Self {

@@ -10,16 +10,16 @@ mod resource;
 mod step;
 mod time;
 
-pub use crate::event::{EventKind, UnknownEventKind};
-pub use agent::AgentRecord;
-pub use api_key::{ApiKey, IssuedApiKey};
-pub use approval::{Approval, ApprovalStatus};
-pub use decision::{StepDecision, StepResource};
-pub use event::Event;
-pub use execution::{Execution, ExecutionStatus, SpawnedBy};
-pub use resource::{CheckpointView, ForkPoints, ResourceView, Restoration};
-pub use step::{StepRecord, StepStatus};
-pub use time::Timestamp;
+pub(crate) use crate::event::EventKind;
+pub(crate) use agent::AgentRecord;
+pub(crate) use api_key::{ApiKey, IssuedApiKey};
+pub(crate) use approval::{Approval, ApprovalStatus};
+pub(crate) use decision::{StepDecision, StepResource};
+pub(crate) use event::Event;
+pub(crate) use execution::{Execution, ExecutionStatus, SpawnedBy};
+pub(crate) use resource::{CheckpointView, ForkPoints, ResourceView, Restoration};
+pub(crate) use step::{StepRecord, StepStatus};
+pub(crate) use time::Timestamp;
 
 /// Deserializes a present field, `null` included, as `Some` (an absent one stays `None`
 /// through `#[serde(default)]`): tells `"result": null` from no result.

@@ -7,72 +7,72 @@ use serde_json::Value;
 
 /// A registered resource as returned by `POST /v0/executions/{id}/resources`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ResourceView {
+pub(crate) struct ResourceView {
     /// Resource key.
-    pub key: String,
+    pub(crate) key: String,
     /// The driver that owns it.
-    pub driver_id: String,
+    pub(crate) driver_id: String,
     /// Driver configuration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub configuration: Option<Value>,
+    pub(crate) configuration: Option<Value>,
     /// Whether checkpoints survive steps that do not declare the resource.
-    pub coverage_reuse: bool,
+    pub(crate) coverage_reuse: bool,
     /// Capture every N affecting steps (0 = never).
-    pub every_steps: u64,
+    pub(crate) every_steps: u64,
     /// Capture when the handler returns.
-    pub on_completion: bool,
+    pub(crate) on_completion: bool,
     /// Seq of its `resource.registered` event.
-    pub registered_seq: u64,
+    pub(crate) registered_seq: u64,
     /// Current generation.
-    pub generation: u64,
+    pub(crate) generation: u64,
     /// Settled affecting steps.
-    pub count: u64,
+    pub(crate) count: u64,
     /// The driver's binding, once bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub binding: Option<Value>,
+    pub(crate) binding: Option<Value>,
     /// Newest checkpoint reference (or the one a fork restored).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checkpoint_ref: Option<String>,
+    pub(crate) checkpoint_ref: Option<String>,
     /// Whether a valid checkpoint of the current generation exists.
-    pub covered: bool,
+    pub(crate) covered: bool,
 }
 
 /// One checkpoint in `GET /v0/executions/{id}/fork-points`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CheckpointView {
+pub(crate) struct CheckpointView {
     /// Resource key.
-    pub key: String,
+    pub(crate) key: String,
     /// Generation it captured.
-    pub generation: u64,
+    pub(crate) generation: u64,
     /// The driver's reference.
-    pub checkpoint_ref: String,
+    pub(crate) checkpoint_ref: String,
     /// First seq it covers.
-    pub covered_seq: u64,
+    pub(crate) covered_seq: u64,
     /// First seq it no longer covers (open when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub invalidated_seq: Option<u64>,
+    pub(crate) invalidated_seq: Option<u64>,
 }
 
 /// `GET /v0/executions/{id}/fork-points`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ForkPoints {
+pub(crate) struct ForkPoints {
     /// Seq of the newest event.
-    pub latest_seq: u64,
+    pub(crate) latest_seq: u64,
     /// Registered resources: key → registration seq.
-    pub resources: BTreeMap<String, u64>,
+    pub(crate) resources: BTreeMap<String, u64>,
     /// Every checkpoint, oldest first per resource.
-    pub checkpoints: Vec<CheckpointView>,
+    pub(crate) checkpoints: Vec<CheckpointView>,
 }
 
 /// How a fork restored one resource (`restoration` of the fork response).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Restoration {
+pub(crate) struct Restoration {
     /// The checkpoint it was restored from (absent: the initial environment).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checkpoint_ref: Option<String>,
+    pub(crate) checkpoint_ref: Option<String>,
     /// `covered_seq` of that checkpoint in the source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub checkpoint_seq: Option<u64>,
+    pub(crate) checkpoint_seq: Option<u64>,
     /// Whether the checkpoint covers the fork point exactly.
-    pub covered: bool,
+    pub(crate) covered: bool,
 }

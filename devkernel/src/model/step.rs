@@ -9,7 +9,7 @@ use super::Timestamp;
 /// Status of a step (PROTOCOL.md §1.5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum StepStatus {
+pub(crate) enum StepStatus {
     /// Submitted, not yet decided.
     Proposed,
     /// Allowed (or approved) but not yet running.
@@ -30,7 +30,7 @@ pub enum StepStatus {
 
 impl StepStatus {
     /// Whether the step can no longer change (`succeeded`, `failed`, `denied`, `cancelled`).
-    pub fn is_terminal(self) -> bool {
+    pub(crate) fn is_terminal(self) -> bool {
         matches!(
             self,
             Self::Succeeded | Self::Failed | Self::Denied | Self::Cancelled
@@ -40,45 +40,45 @@ impl StepStatus {
 
 /// A durable step as returned by `GET /v0/executions/{id}/steps/{step_id}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct StepRecord {
+pub(crate) struct StepRecord {
     /// 64-char hex identity.
-    pub step_id: String,
+    pub(crate) step_id: String,
     /// Owning execution.
-    pub execution_id: Uuid,
+    pub(crate) execution_id: Uuid,
     /// `tool_call`, `llm_call` or `local`.
-    pub kind: String,
+    pub(crate) kind: String,
     /// Tool id, model id or step name.
-    pub target: String,
+    pub(crate) target: String,
     /// Hex SHA-256 of the canonical args.
-    pub args_hash: String,
+    pub(crate) args_hash: String,
     /// Occurrence index within its delivery attempt.
-    pub occurrence: u32,
+    pub(crate) occurrence: u32,
     /// Current status.
-    pub status: StepStatus,
+    pub(crate) status: StepStatus,
     /// `safe_to_retry` or `at_most_once`.
-    pub idempotency: String,
+    pub(crate) idempotency: String,
     /// The submitted args.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub args: Option<Value>,
+    pub(crate) args: Option<Value>,
     /// Recorded result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub result: Option<Value>,
+    pub(crate) result: Option<Value>,
     /// Recorded error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<Value>,
+    pub(crate) error: Option<Value>,
     /// When it started executing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub started_at: Option<Timestamp>,
+    pub(crate) started_at: Option<Timestamp>,
     /// When it settled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub completed_at: Option<Timestamp>,
+    pub(crate) completed_at: Option<Timestamp>,
     /// LLM input tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage_input: Option<u64>,
+    pub(crate) usage_input: Option<u64>,
     /// LLM output tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage_output: Option<u64>,
+    pub(crate) usage_output: Option<u64>,
     /// Resource keys the step touches.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub resources: Vec<String>,
+    pub(crate) resources: Vec<String>,
 }

@@ -11,25 +11,25 @@ const MAX_NANOS: i128 = 253_402_300_799_999_999_999;
 
 /// A UTC instant with nanosecond precision, serialized as RFC 3339.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Timestamp {
+pub(crate) struct Timestamp {
     /// Nanoseconds since the Unix epoch.
     nanos: i128,
 }
 
 impl Timestamp {
     /// The current wall-clock time.
-    pub fn now() -> Self {
+    pub(crate) fn now() -> Self {
         Self::from(SystemTime::now())
     }
 
     /// Nanoseconds since the Unix epoch.
-    pub fn unix_nanos(self) -> i128 {
+    pub(crate) fn unix_nanos(self) -> i128 {
         self.nanos
     }
 
     /// This instant plus `duration`, at the latest the end of year 9999 (the last instant
     /// RFC 3339 can write).
-    pub fn plus(self, duration: Duration) -> Self {
+    pub(crate) fn plus(self, duration: Duration) -> Self {
         let nanos = i128::try_from(duration.as_nanos()).unwrap_or(MAX_NANOS);
         Self {
             nanos: self.nanos.saturating_add(nanos).min(MAX_NANOS),
@@ -37,7 +37,7 @@ impl Timestamp {
     }
 
     /// Parses the RFC 3339 form this type prints (`Z` or a numeric offset).
-    pub fn parse(text: &str) -> Option<Self> {
+    pub(crate) fn parse(text: &str) -> Option<Self> {
         parse_rfc3339(text).map(|nanos| Self { nanos })
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, StatusCode};
-use rebuno::kernel::{Transport, TransportFuture};
+use rebuno::transport::{Transport, TransportFuture};
 use rebuno::wire::StepRecord;
 use serde::Deserialize;
 use serde_json::value::RawValue;

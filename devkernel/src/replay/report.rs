@@ -334,6 +334,20 @@ impl fmt::Display for ReplayReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let verdict = if self.is_clean() { "clean" } else { "DIVERGES" };
         writeln!(f, "replay of execution {}: {verdict}", self.execution_id)?;
+        self.write_steps(f)?;
+        self.write_ending(f)?;
+        let replayed = self.asked.iter().filter(|s| !s.verdict.runs_live()).count();
+        write!(
+            f,
+            "  {replayed} of {} recorded steps replayed",
+            self.recorded_steps
+        )
+    }
+}
+
+impl ReplayReport {
+    /// The divergence, the steps left unsettled, and the steps that would run live.
+    fn write_steps(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some((step, expected)) = self.divergence() {
             let had = expected.map_or_else(|| "no further step".to_owned(), describe_recorded);
             writeln!(
@@ -366,20 +380,18 @@ impl fmt::Display for ReplayReport {
             } else {
                 ""
             };
-            writeln!(
-                f,
-                "  live ({why}): step {}: {}{danger}",
-                step.position,
-                describe_asked(step)
-            )?;
+            let asked = describe_asked(step);
+            writeln!(f, "  live ({why}): step {}: {asked}{danger}", step.position)?;
         }
+        Ok(())
+    }
+
+    /// The recorded steps never reached, the dangers past the divergence, the outcome and
+    /// the notes.
+    fn write_ending(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for step in &self.unreached {
-            writeln!(
-                f,
-                "  never reached: {} [{}]",
-                describe_recorded(step),
-                step.status
-            )?;
+            let recorded = describe_recorded(step);
+            writeln!(f, "  never reached: {recorded} [{}]", step.status)?;
         }
         for danger in self.after_divergence() {
             writeln!(f, "  possibly dangerous: {danger}")?;
@@ -398,11 +410,6 @@ impl fmt::Display for ReplayReport {
         for note in &self.notes {
             writeln!(f, "  note: {note}")?;
         }
-        let replayed = self.asked.iter().filter(|s| !s.verdict.runs_live()).count();
-        write!(
-            f,
-            "  {replayed} of {} recorded steps replayed",
-            self.recorded_steps
-        )
+        Ok(())
     }
 }

@@ -11,8 +11,8 @@ use serde_json::Value;
 use super::exec::Projection;
 use super::{Checkpoint, Resource};
 use crate::event::{
-    ApprovalChanged, Bound, Checkpointed, EventBody, Executing, Initialized, Recorded, Refused,
-    Registered, Succeeded,
+    ApprovalChanged, Bound, Checkpointed, Completed, EventBody, Executing, Forked, Initialized,
+    Proposed, Recorded, Refused, Registered, Succeeded,
 };
 use crate::identity;
 use crate::model::{ExecutionStatus, StepStatus, Timestamp};
@@ -21,50 +21,31 @@ use crate::policy::Policy;
 /// The step kind whose resources never count.
 const LLM_CALL: &str = "llm_call";
 
-/// Applies `entry` to `view`.
+/// Applies `entry` to `view`. The match names every event kind, so a new kind does not
+/// compile until this says what it does. Dispatch events and rate-limit refusals change no
+/// projection (dispatch rows are runtime state the operations keep beside them), nor does a
+/// failed checkpoint.
 pub(super) fn apply(view: &mut Projection, entry: &Recorded) {
-    let at = entry.occurred_at;
+    let (seq, at) = (entry.event_seq, entry.occurred_at);
     match &entry.body {
         EventBody::ExecutionCreated(created) => {
             if let Some(exec) = &created.execution {
                 view.exec = (**exec).clone();
             }
         }
-        EventBody::ExecutionForked(forked) => {
-            view.policy = forked
-                .policy_bundle
-                .as_deref()
-                .and_then(|yaml| Policy::parse(yaml).ok())
-                .map(Arc::new);
-        }
+        EventBody::ExecutionForked(forked) => fork(view, forked),
         EventBody::ExecutionStarted(started) => {
             view.exec.parent_execution_id = started.parent_execution_id;
             set_status(view, ExecutionStatus::Running, at);
         }
         EventBody::ExecutionBlocked(_) => set_status(view, ExecutionStatus::Blocked, at),
         EventBody::ExecutionResumed(_) => set_status(view, ExecutionStatus::Running, at),
-        EventBody::ExecutionCompleted(completed) => {
-            view.exec.output.clone_from(&completed.output);
-            view.state.clone_from(&completed.state);
-            set_status(view, ExecutionStatus::Completed, at);
-        }
+        EventBody::ExecutionCompleted(completed) => complete(view, at, completed),
         EventBody::ExecutionFailed(ended) | EventBody::ExecutionCancelled(ended) => {
             view.exec.failure_reason.clone_from(&ended.reason);
             set_status(view, ended.status, at);
         }
-        body => apply_part(view, entry.event_seq, at, body),
-    }
-}
-
-/// Steps, approvals and resources.
-fn apply_part(view: &mut Projection, seq: u64, at: Timestamp, body: &EventBody) {
-    match body {
-        EventBody::StepProposed(proposed) => {
-            if let Some(record) = &proposed.record {
-                view.steps
-                    .insert(record.step_id.clone(), (**record).clone());
-            }
-        }
+        EventBody::StepProposed(proposed) => propose_step(view, proposed),
         EventBody::StepAllowed(d) => set_step_status(view, &d.step.step_id, StepStatus::Allowed),
         EventBody::StepAwaitingApproval(d) => {
             set_step_status(view, &d.step.step_id, StepStatus::AwaitingApproval);
@@ -82,27 +63,50 @@ fn apply_part(view: &mut Projection, seq: u64, at: Timestamp, body: &EventBody) 
         EventBody::ApprovalGranted(change)
         | EventBody::ApprovalDenied(change)
         | EventBody::ApprovalExpired(change) => close_approval(view, at, change),
-        body => apply_resource(view, seq, body),
-    }
-}
-
-/// Resources; dispatch events and rate-limit refusals change no projection.
-fn apply_resource(view: &mut Projection, seq: u64, body: &EventBody) {
-    match body {
         EventBody::ResourceRegistered(registered) => {
             let resource = registered_resource(registered, seq);
             view.resources.insert(resource.key.clone(), resource);
         }
-        EventBody::ResourceReconfigured(registered) => {
-            if let Some(resource) = view.resources.get_mut(&registered.key) {
-                resource.every_steps = registered.every_steps;
-                resource.on_completion = registered.on_completion;
-            }
-        }
+        EventBody::ResourceReconfigured(registered) => reconfigure(view, registered),
         EventBody::ResourceInitialized(initialized) => initialize(view, initialized),
         EventBody::ResourceBound(bound) => bind(view, bound),
         EventBody::ResourceCheckpointed(checkpointed) => checkpoint(view, checkpointed),
-        _ => {}
+        EventBody::StepRateLimited(_)
+        | EventBody::DispatchQueued(_)
+        | EventBody::DispatchAcked(_)
+        | EventBody::DispatchFailed(_)
+        | EventBody::DispatchReclaimed(_)
+        | EventBody::DispatchDiscarded(_)
+        | EventBody::ResourceCheckpointFailed(_) => {}
+    }
+}
+
+/// A fork runs under the policy it was forked with, if any.
+fn fork(view: &mut Projection, forked: &Forked) {
+    view.policy = forked
+        .policy_bundle
+        .as_deref()
+        .and_then(|yaml| Policy::parse(yaml).ok())
+        .map(Arc::new);
+}
+
+fn complete(view: &mut Projection, at: Timestamp, completed: &Completed) {
+    view.exec.output.clone_from(&completed.output);
+    view.state.clone_from(&completed.state);
+    set_status(view, ExecutionStatus::Completed, at);
+}
+
+fn propose_step(view: &mut Projection, proposed: &Proposed) {
+    if let Some(record) = &proposed.record {
+        view.steps
+            .insert(record.step_id.clone(), (**record).clone());
+    }
+}
+
+fn reconfigure(view: &mut Projection, registered: &Registered) {
+    if let Some(resource) = view.resources.get_mut(&registered.key) {
+        resource.every_steps = registered.every_steps;
+        resource.on_completion = registered.on_completion;
     }
 }
 

@@ -318,7 +318,12 @@ async fn dev_mode_stays_anonymous_admin_but_checks_supplied_tokens() {
     let harness = kernel
         .create_api_key("harness", &["executions:read"])
         .unwrap();
-    assert_eq!(harness.key.scopes, ["executions:read"]);
+    assert!(harness.starts_with("rbk_"), "{harness}");
+    // Its scope, and only its scope: reads of executions pass, reads of agents do not.
+    for (path, expected) in [("/v0/executions", 200), ("/v0/agents", 403)] {
+        let (status, body) = client("GET", &format!("{url}{path}"), Some(&harness), None).await;
+        assert_eq!(status, expected, "{path}: {body}");
+    }
 }
 
 #[tokio::test]
@@ -328,10 +333,10 @@ async fn metrics_expose_prometheus_counters() {
         .create_execution(NewExecution::new("hello", json!({})))
         .await
         .unwrap();
-    let run = common::Run::attach(&kernel, &mut agent, exec.id).await;
+    let run = common::Run::attach(&kernel, &mut agent, &exec.id).await;
     run.submit(json!({"kind": "tool_call", "target": "t", "args": {}}))
         .await;
-    kernel.cancel(exec.id).unwrap();
+    kernel.cancel(&exec.id).unwrap();
     let response = reqwest::get(format!("{}/metrics", kernel.url()))
         .await
         .unwrap();

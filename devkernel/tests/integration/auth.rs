@@ -351,7 +351,7 @@ async fn a_rotated_secret_overlaps_the_previous_one_until_it_is_retired() {
     assert_eq!(new.send("GET", &target, None, "").await.0, 200, "current");
 
     // Webhooks are signed with the new secret: the fake agent (old secret) refuses the next.
-    kernel.redeliver(exec.id).unwrap();
+    kernel.redeliver(&exec.id).unwrap();
     tokio::time::timeout(
         std::time::Duration::from_secs(5),
         agent.bad_signatures.recv(),

@@ -5,8 +5,8 @@
 use crate::common;
 
 use common::{AgentClient, Run, kernel_with_agent};
+use rebuno::wire::ExecutionStatus;
 use rebuno_devkernel::cli::{self, Outcome};
-use rebuno_devkernel::{ExecutionStatus, StepStatus};
 use serde_json::json;
 
 async fn run_cli(url: &str, words: &[&str]) -> (Result<Outcome, cli::CliError>, String) {
@@ -49,7 +49,7 @@ async fn exec_create_watch_follows_until_completed() {
         "{output}"
     );
     assert!(lines.last().unwrap().contains(r#""output":{"ok":true}"#));
-    let exec = kernel.execution(id.parse().unwrap()).unwrap();
+    let exec = kernel.execution(&id).unwrap();
     assert_eq!(exec.input, json!({"name": "Ada"}));
 
     // A cancelled execution exits 1.
@@ -57,9 +57,7 @@ async fn exec_create_watch_follows_until_completed() {
     let kernel2 = kernel.clone();
     let canceller = tokio::spawn(async move {
         let delivery = agent.next().await;
-        kernel2
-            .cancel(delivery.execution_id.parse().unwrap())
-            .unwrap();
+        kernel2.cancel(&delivery.execution_id).unwrap();
     });
     let (outcome, output) = run_cli(&url, &["exec", "create", "hello", "--watch"]).await;
     canceller.await.unwrap();
@@ -80,7 +78,7 @@ async fn exec_create_watch_shows_live_deltas_of_a_streamed_step() {
     // The "agent": one llm_call step whose answer streams in two deltas, then completes.
     let driver = tokio::spawn(async move {
         let delivery = agent.next().await;
-        let id = delivery.execution_id.parse().unwrap();
+        let id = delivery.execution_id.clone();
         let run = Run {
             id,
             dispatch: delivery.dispatch_id,
@@ -147,7 +145,7 @@ async fn exec_list_get_events_cancel() {
     let (outcome, _) = run_cli(&url, &["exec", "cancel", &id]).await;
     assert_eq!(outcome.unwrap(), Outcome::Success);
     assert_eq!(
-        kernel.execution(id.parse().unwrap()).unwrap().status,
+        kernel.execution(&id).unwrap().status,
         ExecutionStatus::Cancelled
     );
     let (_, events) = run_cli(&url, &["exec", "events", &id]).await;
@@ -178,8 +176,8 @@ async fn approvals_list_and_decide() {
         .unwrap();
     let url = kernel.url();
     let (_, created) = run_cli(&url, &["exec", "create", "hello"]).await;
-    let id: uuid::Uuid = created.split_whitespace().next().unwrap().parse().unwrap();
-    let run = common::Run::attach(&kernel, &mut agent, id).await;
+    let id = created.split_whitespace().next().unwrap().to_owned();
+    let run = common::Run::attach(&kernel, &mut agent, &id).await;
     let blocked = run
         .submit(json!({"kind": "tool_call", "target": "deploy", "args": {}}))
         .await;
@@ -206,8 +204,8 @@ async fn approvals_list_and_decide() {
     .await;
     assert_eq!(outcome.unwrap(), Outcome::Success);
     assert!(said.contains("denied"));
-    let decided = &kernel.steps(id)[0];
-    assert_eq!(decided.status, StepStatus::Denied);
+    let decided = &kernel.steps(&id)[0];
+    assert_eq!(decided.status, "denied");
     assert_eq!(decided.error, Some(json!({"reason": "not today"})));
     let (_, denied) = run_cli(&url, &["approvals", "list", "--status", "denied"]).await;
     assert!(denied.contains(&approval));

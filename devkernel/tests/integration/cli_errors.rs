@@ -50,9 +50,7 @@ async fn an_unknown_agent_is_named_even_when_the_kernel_will_not_list_agents() {
     let url = kernel.url();
     // This key may create executions but not read the agents.
     let key = kernel.create_api_key("ci", &["executions:write"]).unwrap();
-    let words = [
-        "exec", "create", "helo", "--token", &key.token, "--url", &url,
-    ];
+    let words = ["exec", "create", "helo", "--token", &key, "--url", &url];
     let (code, _, err) = execute(&words).await;
     assert_eq!(code, 1, "{err}");
     assert!(

@@ -20,7 +20,7 @@ fn unreachable_webhook() -> String {
     url
 }
 
-async fn wait_for_count(kernel: &DevKernel, id: uuid::Uuid, kind: &str, count: usize) {
+async fn wait_for_count(kernel: &DevKernel, id: &str, kind: &str, count: usize) {
     for _ in 0..500 {
         if events_of(kernel, id, kind).len() >= count {
             return;
@@ -31,7 +31,7 @@ async fn wait_for_count(kernel: &DevKernel, id: uuid::Uuid, kind: &str, count: u
 }
 
 /// Lets whatever is due run, then checks no new attempt was made.
-async fn still_failed(kernel: &DevKernel, id: uuid::Uuid, count: usize) {
+async fn still_failed(kernel: &DevKernel, id: &str, count: usize) {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(events_of(kernel, id, "dispatch.failed").len(), count);
 }
@@ -54,32 +54,32 @@ async fn an_unreachable_agent_gets_the_configured_attempts_after_the_configured_
         .unwrap()
         .id;
     let secs = Duration::from_secs_f64;
-    wait_for_count(&kernel, id, "dispatch.failed", 1).await;
+    wait_for_count(&kernel, &id, "dispatch.failed", 1).await;
     // Attempt 2 waits the base delay (10 s, plus up to 25 % jitter) and not less.
     kernel.advance(secs(9.9)).unwrap();
-    still_failed(&kernel, id, 1).await;
+    still_failed(&kernel, &id, 1).await;
     kernel.advance(secs(2.6)).unwrap();
-    wait_for_count(&kernel, id, "dispatch.failed", 2).await;
+    wait_for_count(&kernel, &id, "dispatch.failed", 2).await;
     // Attempt 3 waits the max delay (20 s capped to 15 s, plus jitter) and not less.
     kernel.advance(secs(14.9)).unwrap();
-    still_failed(&kernel, id, 2).await;
+    still_failed(&kernel, &id, 2).await;
     kernel.advance(secs(3.9)).unwrap();
     let ended = kernel
-        .wait_terminal(id, Duration::from_secs(5))
+        .wait_terminal(&id, Duration::from_secs(5))
         .await
         .unwrap();
     assert_eq!(ended.failure_reason, "dispatch_exhausted");
 
-    let failed = events_of(&kernel, id, "dispatch.failed");
+    let failed = events_of(&kernel, &id, "dispatch.failed");
     let attempts: Vec<&Value> = failed.iter().map(|e| &e.payload["attempt"]).collect();
     assert_eq!(attempts, [1, 2, 3]);
     assert!(failed.iter().all(|e| e.payload["error"] == "connect"));
     assert_eq!(failed[2].payload["status"], "exhausted");
-    let last = &events_of(&kernel, id, "execution.failed")[0].payload["last_delivery"];
+    let last = &events_of(&kernel, &id, "execution.failed")[0].payload["last_delivery"];
     assert_eq!(last["attempt"], 3);
     // Out of attempts: no fourth, however long the clock runs.
     kernel.advance(Duration::from_secs(3600)).unwrap();
-    still_failed(&kernel, id, 3).await;
+    still_failed(&kernel, &id, 3).await;
     kernel.shutdown().await;
 }
 
@@ -144,7 +144,7 @@ fn failures(log: &[Value]) -> Vec<&Value> {
 fn gap(from: &Value, to: &Value) -> Duration {
     let at = |event: &Value| {
         let text = event["occurred_at"].as_str().unwrap();
-        let stamp: rebuno_devkernel::Timestamp = serde_json::from_value(json!(text)).unwrap();
+        let stamp: crate::common::time::Timestamp = serde_json::from_value(json!(text)).unwrap();
         stamp.unix_nanos()
     };
     Duration::from_nanos(u64::try_from(at(to) - at(from)).unwrap())

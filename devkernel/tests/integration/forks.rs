@@ -4,7 +4,8 @@
 use crate::common;
 
 use common::{Run, client, event_types, events_of, kernel_with_agent};
-use rebuno_devkernel::{ExecutionStatus, StepStatus, identity};
+use rebuno::wire::ExecutionStatus;
+use rebuno_devkernel::identity;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -30,12 +31,12 @@ async fn source(kernel: &rebuno_devkernel::DevKernel, agent: &mut common::FakeAg
     let b = run.submit(tool("b", &[])).await;
     run.complete(b["step_id"].as_str().unwrap(), json!({"result": "B"}))
         .await;
-    let b_seq = kernel.events(run.id).last().unwrap().event_seq;
+    let b_seq = kernel.events(&run.id).last().unwrap().event_seq;
     run.submit(tool("c", &["workspace"])).await;
     (run, b_seq)
 }
 
-async fn fork(kernel: &rebuno_devkernel::DevKernel, id: Uuid, body: Value) -> (u16, Value) {
+async fn fork(kernel: &rebuno_devkernel::DevKernel, id: &str, body: Value) -> (u16, Value) {
     client(
         "POST",
         &format!("{}/v0/executions/{id}/fork", kernel.url()),
@@ -49,12 +50,12 @@ async fn fork(kernel: &rebuno_devkernel::DevKernel, id: Uuid, body: Value) -> (u
 async fn fork_copies_the_settled_prefix_and_restores_checkpoints() {
     let (kernel, mut agent) = kernel_with_agent().await;
     let (run, b_seq) = source(&kernel, &mut agent).await;
-    let checkpoints = events_of(&kernel, run.id, "resource.checkpointed");
+    let checkpoints = events_of(&kernel, &run.id, "resource.checkpointed");
     let c1_seq = checkpoints[1].payload["covered_seq"].as_u64().unwrap();
 
-    let (status, forked) = fork(&kernel, run.id, json!({"at_seq": b_seq})).await;
+    let (status, forked) = fork(&kernel, &run.id, json!({"at_seq": b_seq})).await;
     assert_eq!(status, 201, "{forked}");
-    let fork_id: Uuid = forked["id"].as_str().unwrap().parse().unwrap();
+    let fork_id = forked["id"].as_str().unwrap().to_owned();
     assert_eq!(forked["forked_from"], json!(run.id));
     assert_eq!(forked["fork_seq"], b_seq);
     assert_eq!(forked["input"], json!({"n": 1}));
@@ -74,32 +75,32 @@ async fn fork_copies_the_settled_prefix_and_restores_checkpoints() {
     assert!(got.get("restoration").is_none());
 
     // Events: created, forked, copied steps and registration, restoration, start.
-    let mut types = event_types(&kernel, fork_id);
+    let mut types = event_types(&kernel, &fork_id);
     types.retain(|t| t != "dispatch.acked");
     assert_eq!(types[..2], ["execution.created", "execution.forked"]);
     assert_eq!(
         types[types.len() - 2..],
         ["execution.started", "dispatch.queued"]
     );
-    let forked_event = &kernel.events(fork_id)[1].payload;
+    let forked_event = &kernel.events(&fork_id)[1].payload;
     assert_eq!(forked_event["source_execution_id"], json!(run.id));
     assert_eq!(forked_event["policy_override"], false);
     assert_eq!(forked_event["restoration"], forked["restoration"]);
     assert_eq!(types.iter().filter(|t| *t == "step.succeeded").count(), 2);
     assert!(!types.iter().any(|t| t == "resource.bound"));
-    let initialized = events_of(&kernel, fork_id, "resource.initialized");
+    let initialized = events_of(&kernel, &fork_id, "resource.initialized");
     assert_eq!(
         initialized[0].payload,
         json!({"key": "workspace", "generation": 1, "checkpoint_ref": "c1"})
     );
 
     // Copied steps carry ids of the fork; C (never settled) is not copied.
-    let steps = kernel.steps(fork_id);
+    let steps = kernel.steps(&fork_id);
     assert_eq!(steps.len(), 2);
     for step in &steps {
-        assert_eq!(step.status, StepStatus::Succeeded);
+        assert_eq!(step.status, "succeeded");
         let expected = identity::step_id(
-            &fork_id.to_string(),
+            &fork_id,
             &step.kind,
             &step.target,
             &step.args_hash,
@@ -108,7 +109,7 @@ async fn fork_copies_the_settled_prefix_and_restores_checkpoints() {
         assert_eq!(step.step_id, expected);
     }
     // The fork's resource: restored, unbound, covered by the copied checkpoint.
-    let view = &kernel.resources(fork_id)[0];
+    let view = &kernel.resources(&fork_id)[0];
     assert_eq!(
         (view.generation, view.covered, view.binding.clone()),
         (1, true, None)
@@ -116,7 +117,7 @@ async fn fork_copies_the_settled_prefix_and_restores_checkpoints() {
     assert_eq!(view.checkpoint_ref.as_deref(), Some("c1"));
     // Every checkpoint by the fork point is copied (Go:
     // TestForkAtACapturedOutcomeLogsItsCheckpoint): c0, ended by A's copied start, and c1.
-    let points = kernel.fork_points(fork_id).unwrap();
+    let points = kernel.fork_points(&fork_id).unwrap();
     let copied: Vec<_> = points
         .checkpoints
         .iter()
@@ -125,7 +126,7 @@ async fn fork_copies_the_settled_prefix_and_restores_checkpoints() {
     assert_eq!(copied, [("c0", true), ("c1", false)]);
 
     // The rerun replays the prefix and runs C live.
-    let rerun = Run::attach(&kernel, &mut agent, fork_id).await;
+    let rerun = Run::attach(&kernel, &mut agent, &fork_id).await;
     let replay = rerun.submit(tool("a", &["workspace"])).await;
     assert_eq!(
         (replay["decision"].clone(), replay["result"].clone()),
@@ -143,23 +144,26 @@ async fn fork_copies_the_settled_prefix_and_restores_checkpoints() {
 async fn restoration_falls_back_to_earlier_checkpoints_and_the_initial_environment() {
     let (kernel, mut agent) = kernel_with_agent().await;
     let (run, _) = source(&kernel, &mut agent).await;
-    let executing = events_of(&kernel, run.id, "step.executing");
-    let registered = events_of(&kernel, run.id, "resource.registered")[0].event_seq;
-    let latest = kernel.events(run.id).len() as u64;
+    let executing = events_of(&kernel, &run.id, "step.executing");
+    let registered = events_of(&kernel, &run.id, "resource.registered")[0].event_seq;
+    let latest = kernel.events(&run.id).len() as u64;
 
     // After C started, c1 no longer covers: newest earlier checkpoint, not covered.
-    let forked = kernel.fork(run.id, latest).unwrap();
+    let forked = kernel.fork(&run.id, latest).unwrap();
     let restoration = &forked.restoration.unwrap()["workspace"];
     assert_eq!(
-        (restoration.checkpoint_ref.as_deref(), restoration.covered),
-        (Some("c1"), false)
+        (
+            restoration["checkpoint_ref"].as_str(),
+            restoration["covered"].as_bool()
+        ),
+        (Some("c1"), Some(false))
     );
-    let view = &kernel.resources(forked.id)[0];
+    let view = &kernel.resources(&forked.id)[0];
     assert!(!view.covered);
     assert_eq!(view.checkpoint_ref.as_deref(), Some("c1"));
     // Both checkpoints are copied, both ended (c1 by C's start, which is not copied: its
     // coverage ends where C's start would land in the fork).
-    let points = kernel.fork_points(forked.id).unwrap();
+    let points = kernel.fork_points(&forked.id).unwrap();
     assert_eq!(points.checkpoints.len(), 2);
     assert!(
         points
@@ -169,31 +173,37 @@ async fn restoration_falls_back_to_earlier_checkpoints_and_the_initial_environme
     );
 
     // Before the baseline: the initial environment.
-    let forked = kernel.fork(run.id, registered).unwrap();
+    let forked = kernel.fork(&run.id, registered).unwrap();
     let restoration = &forked.restoration.unwrap()["workspace"];
     assert_eq!(
-        (restoration.checkpoint_ref.clone(), restoration.covered),
-        (None, false)
+        (
+            restoration["checkpoint_ref"].as_str(),
+            restoration["covered"].as_bool()
+        ),
+        (None, Some(false))
     );
     // Uncovered: one past the source's generation there (Go:
     // TestForkWithoutACheckpointUsesTheInitialEnvironment).
-    let initialized = events_of(&kernel, forked.id, "resource.initialized");
+    let initialized = events_of(&kernel, &forked.id, "resource.initialized");
     assert_eq!(
         initialized[0].payload,
         json!({"key": "workspace", "generation": 1})
     );
 
     // Before the registration: no resources, no restoration.
-    let forked = kernel.fork(run.id, registered - 1).unwrap();
+    let forked = kernel.fork(&run.id, registered - 1).unwrap();
     assert!(forked.restoration.is_none());
-    assert!(kernel.resources(forked.id).is_empty());
+    assert!(kernel.resources(&forked.id).is_empty());
 
     // A's executing seq: the baseline was invalidated there, so c0 is "earlier".
-    let forked = kernel.fork(run.id, executing[0].event_seq).unwrap();
+    let forked = kernel.fork(&run.id, executing[0].event_seq).unwrap();
     let restoration = &forked.restoration.unwrap()["workspace"];
     assert_eq!(
-        (restoration.checkpoint_ref.as_deref(), restoration.covered),
-        (Some("c0"), false)
+        (
+            restoration["checkpoint_ref"].as_str(),
+            restoration["covered"].as_bool()
+        ),
+        (Some("c0"), Some(false))
     );
 }
 
@@ -201,25 +211,29 @@ async fn restoration_falls_back_to_earlier_checkpoints_and_the_initial_environme
 async fn fork_validation_sessions_and_policy_override() {
     let (kernel, mut agent) = kernel_with_agent().await;
     let (run, b_seq) = source(&kernel, &mut agent).await;
-    let latest = kernel.events(run.id).len() as u64;
-    assert_eq!(fork(&kernel, run.id, json!({"at_seq": 0})).await.0, 400);
+    let latest = kernel.events(&run.id).len() as u64;
+    assert_eq!(fork(&kernel, &run.id, json!({"at_seq": 0})).await.0, 400);
     assert_eq!(
-        fork(&kernel, run.id, json!({"at_seq": latest + 1})).await.0,
-        400
-    );
-    assert_eq!(
-        fork(&kernel, run.id, json!({"at_seq": 1, "bogus": 1}))
+        fork(&kernel, &run.id, json!({"at_seq": latest + 1}))
             .await
             .0,
         400
     );
     assert_eq!(
-        fork(&kernel, Uuid::now_v7(), json!({"at_seq": 1})).await.0,
+        fork(&kernel, &run.id, json!({"at_seq": 1, "bogus": 1}))
+            .await
+            .0,
+        400
+    );
+    assert_eq!(
+        fork(&kernel, &Uuid::now_v7().to_string(), json!({"at_seq": 1}))
+            .await
+            .0,
         404
     );
     let (status, body) = fork(
         &kernel,
-        run.id,
+        &run.id,
         json!({"at_seq": 1, "policy_bundle": "rules: [{when: {}}]"}),
     )
     .await;
@@ -229,11 +243,11 @@ async fn fork_validation_sessions_and_policy_override() {
     );
 
     // A fork into a new session; the same session again is a conflict.
-    let (status, forked) = fork(&kernel, run.id, json!({"at_seq": b_seq, "session": "f1"})).await;
+    let (status, forked) = fork(&kernel, &run.id, json!({"at_seq": b_seq, "session": "f1"})).await;
     assert_eq!(status, 201);
     assert_eq!(forked["session"], "f1");
     assert_eq!(
-        fork(&kernel, run.id, json!({"at_seq": b_seq, "session": "f1"}))
+        fork(&kernel, &run.id, json!({"at_seq": b_seq, "session": "f1"}))
             .await
             .0,
         409
@@ -244,14 +258,14 @@ async fn fork_validation_sessions_and_policy_override() {
     let deny = "default_action: deny";
     let (status, forked) = fork(
         &kernel,
-        run.id,
+        &run.id,
         json!({"at_seq": b_seq, "policy_bundle": deny}),
     )
     .await;
     assert_eq!(status, 201);
-    let fork_id: Uuid = forked["id"].as_str().unwrap().parse().unwrap();
-    assert_eq!(kernel.events(fork_id)[1].payload["policy_override"], true);
-    let rerun = Run::attach(&kernel, &mut agent, fork_id).await;
+    let fork_id = forked["id"].as_str().unwrap().to_owned();
+    assert_eq!(kernel.events(&fork_id)[1].payload["policy_override"], true);
+    let rerun = Run::attach(&kernel, &mut agent, &fork_id).await;
     assert_eq!(rerun.submit(tool("b", &[])).await["decision"], "replay");
     let denied = rerun.submit(tool("c", &["workspace"])).await;
     assert_eq!(
@@ -259,7 +273,7 @@ async fn fork_validation_sessions_and_policy_override() {
         (json!("denied"), json!("default"))
     );
     // A fork of the fork inherits the override.
-    let grandchild = kernel.fork(fork_id, 2).unwrap();
+    let grandchild = kernel.fork(&fork_id, 2).unwrap();
     assert_eq!(grandchild.status, ExecutionStatus::Running);
     assert_eq!(grandchild.forked_from, Some(fork_id));
 }
@@ -276,9 +290,9 @@ async fn fork_points_list_registrations_and_checkpoints() {
     )
     .await;
     assert_eq!(status, 200);
-    let registered = events_of(&kernel, run.id, "resource.registered")[0].event_seq;
-    let executing = events_of(&kernel, run.id, "step.executing");
-    assert_eq!(points["latest_seq"], kernel.events(run.id).len());
+    let registered = events_of(&kernel, &run.id, "resource.registered")[0].event_seq;
+    let executing = events_of(&kernel, &run.id, "step.executing");
+    assert_eq!(points["latest_seq"], kernel.events(&run.id).len());
     assert_eq!(points["resources"], json!({"workspace": registered}));
     let list = points["checkpoints"].as_array().unwrap();
     assert_eq!(list.len(), 2);

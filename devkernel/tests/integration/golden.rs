@@ -30,13 +30,12 @@ use rebuno_devkernel::{AgentSpec, DevKernel};
 use regex::{Captures, Regex};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use uuid::Uuid;
 
 const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/events.txt");
 
 /// Every event kind the scenarios must produce between them.
 ///
-/// Not listed: `dispatch.discarded` (dispatcher.rs `claim`, a pending or failed dispatch of a
+/// Not listed: `dispatch.discarded` (`kernel/delivery/claim.rs`, a pending or failed dispatch of a
 /// terminal execution). Every terminal transition goes through `Kernel::finish`, which
 /// retires all dispatches under the same lock, and nothing makes a dispatch pending or failed
 /// again once the execution is terminal, so no request sequence reaches it. Nor
@@ -245,7 +244,7 @@ impl Normalizer {
 // Driving the kernel.
 
 /// The raw events of `id`, one string per event, exactly as the API returned them.
-async fn raw_events(kernel: &DevKernel, id: Uuid) -> Vec<String> {
+async fn raw_events(kernel: &DevKernel, id: &str) -> Vec<String> {
     let url = format!("{}/v0/executions/{id}/events?limit=1000", kernel.url());
     let response = reqwest::Client::new().get(url).send().await.unwrap();
     assert_eq!(response.status(), 200);
@@ -262,7 +261,7 @@ async fn raw_events(kernel: &DevKernel, id: Uuid) -> Vec<String> {
 }
 
 /// The log of `id` as JSON (for waiting on states).
-async fn events(kernel: &DevKernel, id: Uuid) -> Vec<Value> {
+async fn events(kernel: &DevKernel, id: &str) -> Vec<Value> {
     raw_events(kernel, id)
         .await
         .iter()
@@ -271,7 +270,7 @@ async fn events(kernel: &DevKernel, id: Uuid) -> Vec<Value> {
 }
 
 /// Polls the log of `id` until `done` holds.
-async fn wait_for(kernel: &DevKernel, id: Uuid, what: &str, done: impl Fn(&[Value]) -> bool) {
+async fn wait_for(kernel: &DevKernel, id: &str, what: &str, done: impl Fn(&[Value]) -> bool) {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         if done(&events(kernel, id).await) {
@@ -289,7 +288,7 @@ fn has(events: &[Value], kind: &str) -> bool {
 
 /// Waits for the next delivery (of `id`) and for its `dispatch.acked`, so the ack's place in
 /// the log does not race the agent's next request.
-async fn deliver(kernel: &DevKernel, agent: &mut FakeAgent, id: Uuid) -> Run {
+async fn deliver(kernel: &DevKernel, agent: &mut FakeAgent, id: &str) -> Run {
     let run = Run::attach(kernel, agent, id).await;
     let (dispatch, attempt) = (run.dispatch.clone(), run.attempt);
     wait_for(kernel, id, "dispatch.acked", |events| {
@@ -304,7 +303,7 @@ async fn deliver(kernel: &DevKernel, agent: &mut FakeAgent, id: Uuid) -> Run {
 }
 
 /// Creates an execution over HTTP and returns its id (`201` asserted).
-async fn create(kernel: &DevKernel, body: Value) -> Uuid {
+async fn create(kernel: &DevKernel, body: Value) -> String {
     let (status, created) = client(
         "POST",
         &format!("{}/v0/executions", kernel.url()),
@@ -313,13 +312,13 @@ async fn create(kernel: &DevKernel, body: Value) -> Uuid {
     )
     .await;
     assert_eq!(status, 201, "{created}");
-    created["id"].as_str().unwrap().parse().unwrap()
+    created["id"].as_str().unwrap().to_owned()
 }
 
 /// Creates an execution of `hello` over HTTP and waits for its acked first delivery.
 async fn start(kernel: &DevKernel, agent: &mut FakeAgent, body: Value) -> Run {
     let id = create(kernel, body).await;
-    deliver(kernel, agent, id).await
+    deliver(kernel, agent, &id).await
 }
 
 /// A client POST expecting `status`; returns the body.
@@ -398,14 +397,14 @@ async fn finish(
     name: &'static str,
     kernel: DevKernel,
     agent: &mut FakeAgent,
-    executions: &[(&'static str, Uuid)],
+    executions: &[(&'static str, String)],
 ) -> Section {
     if let Ok(extra) = agent.rx.try_recv() {
         panic!("{name}: unexpected delivery {}", extra.raw);
     }
     let mut logs = Vec::new();
     for (label, id) in executions {
-        logs.push((*label, raw_events(&kernel, *id).await));
+        logs.push((*label, raw_events(&kernel, id).await));
     }
     kernel.shutdown().await;
     Section { name, logs }
@@ -489,8 +488,8 @@ async fn indeterminate() -> Section {
     .await;
     let pay = json!({"kind": "tool_call", "target": "pay", "args": {"n": 1}, "idempotency": "at_most_once"});
     submit(&run, pay.clone(), "proceed").await;
-    assert_eq!(kernel.redeliver(run.id).unwrap(), 2);
-    let again = deliver(&kernel, &mut agent, run.id).await;
+    assert_eq!(kernel.redeliver(&run.id).unwrap(), 2);
+    let again = deliver(&kernel, &mut agent, &run.id).await;
     let replay = submit(&again, pay.clone(), "replay").await;
     assert_eq!(replay["error"]["reason"], "indeterminate");
     let denied = submit(&again, pay, "denied").await;
@@ -574,7 +573,7 @@ rules:
 /// Submits a gated step and returns the approval id.
 async fn gated(kernel: &DevKernel, run: &Run, body: Value) -> String {
     let blocked = submit(run, body, "blocked").await;
-    wait_for(kernel, run.id, "execution.blocked", |e| {
+    wait_for(kernel, &run.id, "execution.blocked", |e| {
         has(e, "execution.blocked")
     })
     .await;
@@ -601,7 +600,7 @@ async fn approvals() -> Section {
         204,
     )
     .await;
-    let run = deliver(&kernel, &mut agent, run.id).await;
+    let run = deliver(&kernel, &mut agent, &run.id).await;
     submit_complete(&run, email("a@example.com"), json!({"result": "sent"})).await;
 
     let approval = gated(&kernel, &run, email("b@example.com")).await;
@@ -612,7 +611,7 @@ async fn approvals() -> Section {
         204,
     )
     .await;
-    let run = deliver(&kernel, &mut agent, run.id).await;
+    let run = deliver(&kernel, &mut agent, &run.id).await;
     assert_eq!(
         submit(&run, email("b@example.com"), "denied").await["reason"],
         "approval_denied"
@@ -626,7 +625,7 @@ async fn approvals() -> Section {
         204,
     )
     .await;
-    let run = deliver(&kernel, &mut agent, run.id).await;
+    let run = deliver(&kernel, &mut agent, &run.id).await;
 
     submit_complete(
         &run,
@@ -642,7 +641,7 @@ async fn approvals() -> Section {
         204,
     )
     .await;
-    let run = deliver(&kernel, &mut agent, run.id).await;
+    let run = deliver(&kernel, &mut agent, &run.id).await;
     done(&run, "/complete", r#"{"output": "ok"}"#).await;
 
     let timed = start(
@@ -652,11 +651,11 @@ async fn approvals() -> Section {
     )
     .await;
     gated(&kernel, &timed, tool("transfer", json!({"amount": 5}))).await;
-    wait_for(&kernel, timed.id, "approval.expired", |e| {
+    wait_for(&kernel, &timed.id, "approval.expired", |e| {
         has(e, "approval.expired")
     })
     .await;
-    let timed = deliver(&kernel, &mut agent, timed.id).await;
+    let timed = deliver(&kernel, &mut agent, &timed.id).await;
     assert_eq!(
         submit(&timed, tool("transfer", json!({"amount": 5})), "denied").await["reason"],
         "approval_timeout"
@@ -716,7 +715,7 @@ async fn rate_limits() -> Section {
     assert_eq!(refused["reason"], "rate_limit_exceeded");
     submit_complete(&run, tool("fetch", json!({"n": 1})), json!({"result": 1})).await;
     submit(&run, tool("fetch", json!({"n": 2})), "blocked").await;
-    let run = deliver(&kernel, &mut agent, run.id).await;
+    let run = deliver(&kernel, &mut agent, &run.id).await;
     submit_complete(&run, tool("fetch", json!({"n": 2})), json!({"result": 2})).await;
     done(&run, "/complete", r#"{"output": 2}"#).await;
     finish(
@@ -741,7 +740,7 @@ async fn dispatch_exhausted() -> Section {
         .register_agent(AgentSpec::new("hello", &agent.url, SECRET))
         .unwrap();
     let id = create(&kernel, json!({"agent_id": "hello", "input": null})).await;
-    wait_for(&kernel, id, "execution.failed", |e| {
+    wait_for(&kernel, &id, "execution.failed", |e| {
         has(e, "execution.failed")
     })
     .await;
@@ -776,7 +775,7 @@ async fn lease_expiry() -> Section {
     assert_eq!(silent.post("/resources", &every_three).await.0, 200);
     assert_eq!(silent.post("/resources", &every_three).await.0, 200);
     kernel.advance(Duration::from_secs(121)).unwrap();
-    let again = deliver(&kernel, &mut agent, silent.id).await;
+    let again = deliver(&kernel, &mut agent, &silent.id).await;
     assert_eq!(again.attempt, 2);
     done(&again, "/complete", r#"{"output":"late"}"#).await;
     finish(
@@ -820,7 +819,7 @@ async fn sessions() -> Section {
         r#"{"output": {"turn": 1}, "state": {"count": 1}}"#,
     )
     .await;
-    let second = deliver(&kernel, &mut agent, second).await;
+    let second = deliver(&kernel, &mut agent, &second).await;
     done(&second, "/complete", r#"{"output": {"turn": 2}}"#).await;
 
     let child = start(
@@ -860,7 +859,7 @@ async fn subagents() -> Section {
     let (status, suspended) = parent.post("/suspend", "").await;
     assert_eq!((status, suspended), (200, json!({"suspended": true})));
     done(&first, "/complete", r#"{"output": {"answer": 42}}"#).await;
-    let parent = deliver(&kernel, &mut agent, parent.id).await;
+    let parent = deliver(&kernel, &mut agent, &parent.id).await;
 
     let step = step_id(&submit(&parent, tool("delegate", json!({"n": 2})), "proceed").await);
     let second = start(&kernel, &mut agent, spawn(&step, 2)).await;
@@ -880,7 +879,7 @@ async fn subagents() -> Section {
     let fourth = start(&kernel, &mut agent, spawn(&step, 4)).await;
     submit(&fourth, tool("work", json!({})), "proceed").await;
     done(&parent, "/fail", r#"{"error": "agent_error: boom"}"#).await;
-    wait_for(&kernel, fourth.id, "execution.cancelled", |e| {
+    wait_for(&kernel, &fourth.id, "execution.cancelled", |e| {
         has(e, "execution.cancelled")
     })
     .await;
@@ -901,7 +900,7 @@ async fn subagents() -> Section {
 }
 
 /// Fork POST over HTTP (`201` asserted); returns the fork's id.
-async fn fork(kernel: &DevKernel, source: Uuid, body: Value) -> Uuid {
+async fn fork(kernel: &DevKernel, source: &str, body: Value) -> String {
     let forked = post(
         kernel,
         &format!("/v0/executions/{source}/fork"),
@@ -909,11 +908,11 @@ async fn fork(kernel: &DevKernel, source: Uuid, body: Value) -> Uuid {
         201,
     )
     .await;
-    forked["id"].as_str().unwrap().parse().unwrap()
+    forked["id"].as_str().unwrap().to_owned()
 }
 
 /// The seq of the newest event of `id`.
-async fn latest_seq(kernel: &DevKernel, id: Uuid) -> u64 {
+async fn latest_seq(kernel: &DevKernel, id: &str) -> u64 {
     events(kernel, id).await.last().unwrap()["event_seq"]
         .as_u64()
         .unwrap()
@@ -959,7 +958,7 @@ async fn resources_and_forks() -> Section {
     )
     .await;
     submit_complete(&run, tool_on("b", &[]), json!({"result": "B"})).await;
-    let covered_at = latest_seq(&kernel, run.id).await;
+    let covered_at = latest_seq(&kernel, &run.id).await;
     let stale = json!({"captures": [
         {"key": "workspace", "generation": 1, "checkpoint_ref": "again"},
         {"key": "workspace", "generation": 7, "checkpoint_ref": "future"},
@@ -968,10 +967,10 @@ async fn resources_and_forks() -> Section {
     submit(&run, tool_on("c", &["workspace"]), "proceed").await;
     let busy = json!({"captures": [{"key": "workspace", "generation": 2, "checkpoint_ref": "c2"}]});
     done(&run, "/resources/checkpoints", &busy.to_string()).await;
-    let latest = latest_seq(&kernel, run.id).await;
+    let latest = latest_seq(&kernel, &run.id).await;
 
-    let covered = fork(&kernel, run.id, json!({"at_seq": covered_at})).await;
-    let rerun = deliver(&kernel, &mut agent, covered).await;
+    let covered = fork(&kernel, &run.id, json!({"at_seq": covered_at})).await;
+    let rerun = deliver(&kernel, &mut agent, &covered).await;
     let replay = submit(&rerun, tool_on("a", &["workspace"]), "replay").await;
     assert_eq!(replay["result"], "A");
     submit_complete(&rerun, tool_on("c", &["workspace"]), json!({"result": "C"})).await;
@@ -979,15 +978,15 @@ async fn resources_and_forks() -> Section {
 
     let overridden = fork(
         &kernel,
-        run.id,
+        &run.id,
         json!({"at_seq": latest, "session": "f2", "policy_bundle": "default_action: deny"}),
     )
     .await;
-    let rerun = deliver(&kernel, &mut agent, overridden).await;
+    let rerun = deliver(&kernel, &mut agent, &overridden).await;
     submit(&rerun, tool_on("d", &[]), "denied").await;
 
-    let bare = fork(&kernel, run.id, json!({"at_seq": 1})).await;
-    deliver(&kernel, &mut agent, bare).await;
+    let bare = fork(&kernel, &run.id, json!({"at_seq": 1})).await;
+    deliver(&kernel, &mut agent, &bare).await;
 
     post(
         &kernel,

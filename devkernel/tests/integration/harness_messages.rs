@@ -4,9 +4,10 @@
 
 use std::time::{Duration, Instant};
 
+use rebuno::wire::ExecutionStatus;
 use rebuno::{Agent, HandlerError, define_tool};
 use rebuno_devkernel::{
-    AgentSpec, DevKernel, DevKernelError, EventKind, ExecutionStatus, NewExecution,
+    AgentSpec, DevKernel, DevKernelError, EventKind, ExecutionExt, NewExecution,
 };
 use serde_json::{Value, json};
 
@@ -21,7 +22,7 @@ const GATED: &str =
     "rules:\n  - {id: gate, when: {target: deploy}, then: {decision: require_approval}}\n";
 
 /// An agent that blocks on an approval for `deploy`.
-async fn blocked(kernel: &DevKernel) -> (rebuno_devkernel::ServedAgent, uuid::Uuid) {
+async fn blocked(kernel: &DevKernel) -> (rebuno_devkernel::ServedAgent, String) {
     let deploy =
         define_tool("deploy").execute(|env: String| async move { Ok::<_, HandlerError>(env) });
     let served = kernel
@@ -37,7 +38,7 @@ async fn blocked(kernel: &DevKernel) -> (rebuno_devkernel::ServedAgent, uuid::Uu
         .await
         .unwrap();
     kernel
-        .wait_until(created.id, Duration::from_secs(10), |s| {
+        .wait_until(&created.id, Duration::from_secs(10), |s| {
             s == ExecutionStatus::Blocked
         })
         .await
@@ -54,7 +55,7 @@ async fn a_wait_on_a_failed_execution_returns_at_once_with_its_reason() {
 
     let started = Instant::now();
     let error = kernel
-        .wait_until(done.id, Duration::from_secs(10), |s| {
+        .wait_until(&done.id, Duration::from_secs(10), |s| {
             s == ExecutionStatus::Blocked
         })
         .await
@@ -66,7 +67,7 @@ async fn a_wait_on_a_failed_execution_returns_at_once_with_its_reason() {
     let text = error.to_string();
     assert!(text.contains("failed"), "{text}");
     assert!(text.contains("the CRM is unreachable"), "{text}");
-    assert!(text.contains(&done.id.to_string()), "{text}");
+    assert!(text.contains(&done.id), "{text}");
     assert!(
         matches!(&error, DevKernelError::Ended { execution, .. } if execution.status == ExecutionStatus::Failed),
         "{error:?}"
@@ -76,7 +77,7 @@ async fn a_wait_on_a_failed_execution_returns_at_once_with_its_reason() {
     let started = Instant::now();
     let error = kernel
         .wait_for_event(
-            done.id,
+            &done.id,
             EventKind::ApprovalRequested,
             Duration::from_secs(10),
         )
@@ -99,7 +100,7 @@ async fn a_wait_that_times_out_says_where_the_execution_stands() {
     let (served, id) = blocked(&kernel).await;
 
     let error = kernel
-        .wait_terminal(id, Duration::from_millis(100))
+        .wait_terminal(&id, Duration::from_millis(100))
         .await
         .unwrap_err();
     let text = error.to_string();
@@ -110,7 +111,7 @@ async fn a_wait_that_times_out_says_where_the_execution_stands() {
 
     let error = kernel
         .wait_for_event(
-            id,
+            &id,
             EventKind::ExecutionCompleted,
             Duration::from_millis(100),
         )
@@ -187,14 +188,14 @@ async fn a_typo_in_an_agent_id_is_named_with_the_registered_ones() {
         assert!(text.contains(r#"agent "triage-bot""#), "{text}");
         assert!(text.contains(r#"registered: "triage""#), "{text}");
     }
-    let nobody = uuid::Uuid::now_v7();
+    let nobody = uuid::Uuid::now_v7().to_string();
     for error in [
-        kernel.grant(nobody).unwrap_err(),
-        kernel.cancel(nobody).unwrap_err(),
-        kernel.fork_points(nobody).unwrap_err(),
+        kernel.grant(&nobody).unwrap_err(),
+        kernel.cancel(&nobody).unwrap_err(),
+        kernel.fork_points(&nobody).unwrap_err(),
     ] {
         let text = error.to_string();
-        assert!(text.contains(&nobody.to_string()), "{text}");
+        assert!(text.contains(&nobody), "{text}");
     }
     kernel.shutdown().await;
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rebuno::{Agent, HandlerError, define_tool, step};
-use rebuno_devkernel::{DevKernel, DevKernelError, EventKind, NewExecution, Policy};
+use rebuno_devkernel::{DevKernel, DevKernelError, EventKind, ExecutionExt, NewExecution, Policy};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, watch};
 
@@ -29,31 +29,27 @@ async fn a_test_waits_for_an_approval_request_grants_it_and_waits_for_the_end() 
 
     let wait = Duration::from_secs(10);
     let requested = kernel
-        .wait_for_event(created.id, EventKind::ApprovalRequested, wait)
+        .wait_for_event(&created.id, EventKind::ApprovalRequested, wait)
         .await
         .unwrap();
-    let approval = requested.payload["approval_id"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let approval = requested.payload["approval_id"].as_str().unwrap();
     kernel.grant(approval).unwrap();
     let completed = kernel
-        .wait_for_event(created.id, EventKind::ExecutionCompleted, wait)
+        .wait_for_event(&created.id, EventKind::ExecutionCompleted, wait)
         .await
         .unwrap();
     assert!(completed.event_seq > requested.event_seq);
-    let done = kernel.execution(created.id).unwrap();
+    let done = kernel.execution(&created.id).unwrap();
     assert_eq!(done.output_as::<String>().unwrap(), "deployed prod");
     assert!(done.output_as::<u32>().is_err());
-    let kinds = kernel.event_kinds(created.id);
+    let kinds = kernel.event_kinds(&created.id);
     let position = |kind| kinds.iter().position(|k| *k == kind).unwrap();
     assert!(position(EventKind::ApprovalRequested) < position(EventKind::ApprovalGranted));
     assert!(position(EventKind::ApprovalGranted) < position(EventKind::StepSucceeded));
     assert_eq!(kinds.last(), Some(&EventKind::ExecutionCompleted));
     assert_eq!(
         kinds.len(),
-        kernel.events(created.id).len(),
+        kernel.events(&created.id).len(),
         "every kind is known"
     );
 
@@ -61,7 +57,7 @@ async fn a_test_waits_for_an_approval_request_grants_it_and_waits_for_the_end() 
     // saying how the execution ended.
     let missing = kernel
         .wait_for_event(
-            created.id,
+            &created.id,
             EventKind::ExecutionFailed,
             Duration::from_secs(10),
         )
@@ -116,7 +112,7 @@ async fn a_lease_reclaimed_by_the_sweep_wakes_a_waiter() {
         tokio::spawn(async move {
             kernel
                 .wait_for_event(
-                    created.id,
+                    &created.id,
                     EventKind::DispatchReclaimed,
                     Duration::from_secs(10),
                 )
@@ -232,19 +228,19 @@ async fn the_timeline_draws_a_real_run_with_a_redelivery() {
         .unwrap();
     let wait = Duration::from_secs(10);
     kernel
-        .wait_for_event(created.id, EventKind::StepSucceeded, wait)
+        .wait_for_event(&created.id, EventKind::StepSucceeded, wait)
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await; // the summary starts, then the "crash"
-    kernel.redeliver(created.id).unwrap();
+    kernel.redeliver(&created.id).unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
     release.send_replace(true);
-    kernel.wait_terminal(created.id, wait).await.unwrap();
+    kernel.wait_terminal(&created.id, wait).await.unwrap();
 
     let args = [
         "exec",
         "timeline",
-        &created.id.to_string(),
+        &created.id,
         &format!("--url={}", kernel.url()),
     ];
     let mut drawn = Vec::new();

@@ -4,7 +4,8 @@
 use crate::common;
 
 use common::{AgentClient, FakeAgent, SECRET};
-use rebuno_devkernel::{AgentSpec, DevKernel, ExecutionStatus, NewExecution};
+use rebuno::wire::ExecutionStatus;
+use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
 use serde_json::json;
 
 fn submit(kind: &str, target: &str, n: u32) -> String {
@@ -65,12 +66,12 @@ async fn rate_limits_refuse_then_park() {
         json!({"decision": "rate_limited", "reason": "rate_limit_exceeded"})
     );
     assert_eq!(
-        kernel.steps(exec.id).len(),
+        kernel.steps(&exec.id).len(),
         2,
         "no step row for a rate-limited submit"
     );
     let event = kernel
-        .events(exec.id)
+        .events(&exec.id)
         .into_iter()
         .find(|e| e.kind == "step.rate_limited")
         .unwrap();
@@ -102,7 +103,7 @@ async fn rate_limits_refuse_then_park() {
         json!({"decision": "blocked", "reason": "rate_limit_exceeded"})
     );
     assert_eq!(
-        kernel.execution(exec.id).unwrap().status,
+        kernel.execution(&exec.id).unwrap().status,
         ExecutionStatus::Running
     );
     let (status, _) = api

@@ -20,6 +20,7 @@ mod forks;
 mod golden;
 mod harness_messages;
 mod helpers;
+mod late_ack;
 mod limits;
 mod policy_approvals;
 mod policy_test;

@@ -6,7 +6,8 @@ use crate::common;
 use std::time::Duration;
 
 use common::{AgentClient, FakeAgent, SECRET, client, event_types, kernel_with_agent};
-use rebuno_devkernel::{AgentSpec, ApprovalStatus, DevKernel, ExecutionStatus, NewExecution};
+use rebuno::wire::{ApprovalStatus, ExecutionStatus};
+use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
 use serde_json::json;
 
 const BUNDLE: &str = r#"
@@ -92,7 +93,7 @@ async fn policy_denies_and_replays_the_denial() {
 
     // Re-delivery: the denial replays without consulting policy.
     kernel.set_policy("hello", "default_action: allow").unwrap();
-    kernel.redeliver(exec.id).unwrap();
+    kernel.redeliver(&exec.id).unwrap();
     agent.next().await;
     let (_, again) = api
         .send(
@@ -107,7 +108,7 @@ async fn policy_denies_and_replays_the_denial() {
         json!({"decision": "denied", "step_id": step_id, "reason": "destructive", "rule_id": "no-rm"})
     );
 
-    let events = kernel.events(exec.id);
+    let events = kernel.events(&exec.id);
     let denied_event = events.iter().find(|e| e.kind == "step.denied").unwrap();
     assert_eq!(denied_event.payload["rule_id"], "no-rm");
     assert_eq!(
@@ -147,7 +148,7 @@ async fn approval_grant_resumes_with_a_new_dispatch() {
     let approval_id = blocked["approval_id"].as_str().unwrap().to_owned();
     let step_id = blocked["step_id"].as_str().unwrap().to_owned();
     let blocked_exec = kernel
-        .wait_until(exec.id, Duration::from_secs(2), |s| {
+        .wait_until(&exec.id, Duration::from_secs(2), |s| {
             s == ExecutionStatus::Blocked
         })
         .await
@@ -226,7 +227,7 @@ async fn approval_grant_resumes_with_a_new_dispatch() {
         .send("POST", &steps, Some((&second.dispatch_id, 1)), &email)
         .await;
     assert_eq!(proceed, json!({"decision": "proceed", "step_id": step_id}));
-    let types = event_types(&kernel, exec.id);
+    let types = event_types(&kernel, &exec.id);
     let tail: Vec<&str> = types
         .iter()
         .map(String::as_str)
@@ -272,9 +273,9 @@ async fn approval_deny_and_expiry() {
     let steps = format!("/v0/executions/{}/steps", exec.id);
     let body = submit("transfer", json!({"amount": 5}));
     let (_, blocked) = api.send("POST", &steps, Some((&d, 1)), &body).await;
-    let approval = blocked["approval_id"].as_str().unwrap().parse().unwrap();
+    let approval = blocked["approval_id"].as_str().unwrap().to_owned();
     kernel
-        .decide_as(approval, false, "bob", "too risky")
+        .decide_as(&approval, false, "bob", "too risky")
         .unwrap();
     let d2 = agent.next().await.dispatch_id;
     let (_, denied) = api.send("POST", &steps, Some((&d2, 1)), &body).await;
@@ -295,7 +296,7 @@ async fn approval_deny_and_expiry() {
     let (_, denied) = api.send("POST", &steps, Some((&d2, 1)), &body).await;
     assert_eq!(denied["reason"], "approval_timeout");
     let expired = kernel
-        .events(exec.id)
+        .events(&exec.id)
         .into_iter()
         .find(|e| e.kind == "approval.expired")
         .unwrap();
@@ -332,7 +333,7 @@ async fn approval_deny_and_expiry() {
             json!({"code": "conflict", "message": "conflict: execution is already terminal"})
         )
     );
-    let types = event_types(&kernel, exec.id);
+    let types = event_types(&kernel, &exec.id);
     assert!(
         types.ends_with(&[
             "approval.expired".into(),

@@ -97,16 +97,11 @@ async fn cases_replays_and_backtests() {
     // Both scopes are needed.
     let only_write = kernel.create_api_key("w", &["policies:write"]).unwrap();
     assert_eq!(
-        client("POST", &url, Some(&only_write.token), Some("{}"))
-            .await
-            .0,
+        client("POST", &url, Some(&only_write), Some("{}")).await.0,
         403
     );
     let both = kernel
         .create_api_key("b", &["policies:write", "executions:read"])
         .unwrap();
-    assert_eq!(
-        client("POST", &url, Some(&both.token), Some("{}")).await.0,
-        200
-    );
+    assert_eq!(client("POST", &url, Some(&both), Some("{}")).await.0, 200);
 }

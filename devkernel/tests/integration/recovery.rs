@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::{FakeAgent, Run, SECRET, events_of, kernel_with_agent};
-use rebuno_devkernel::{AgentSpec, DevKernel, ExecutionStatus};
+use rebuno::wire::ExecutionStatus;
+use rebuno_devkernel::{AgentSpec, DevKernel};
 use serde_json::json;
 
 fn data_dir() -> PathBuf {
@@ -65,9 +66,9 @@ async fn a_fork_keeps_the_first_checkpoint_interval() {
     assert_eq!(run.post("/resources", &reg(3)).await.0, 200);
     let (_, view) = run.post("/resources", &reg(1)).await;
     assert_eq!(view["every_steps"], 3);
-    let at = kernel.events(run.id).len() as u64;
-    let fork = kernel.fork(run.id, at).unwrap();
-    let forked = kernel.resources(fork.id);
+    let at = kernel.events(&run.id).len() as u64;
+    let fork = kernel.fork(&run.id, at).unwrap();
+    let forked = kernel.resources(&fork.id);
     assert_eq!(forked[0].every_steps, 3);
 }
 
@@ -87,8 +88,8 @@ async fn a_batch_torn_by_a_crash_is_dropped_whole_and_policy_decides_again() {
     // Killed while writing the batch: step.proposed made it, step.denied did not.
     tear_within(&dir, r#""type":"step.proposed""#);
     let kernel = kernel_at(&dir, &agent, Some(DENY_RM)).await;
-    let run = Run::attach(&kernel, &mut agent, run.id).await;
-    assert!(events_of(&kernel, run.id, "step.proposed").is_empty());
+    let run = Run::attach(&kernel, &mut agent, &run.id).await;
+    assert!(events_of(&kernel, &run.id, "step.proposed").is_empty());
     let again = run.submit(step).await;
     assert_eq!(again["decision"], "denied", "{again}");
     kernel.shutdown().await;
@@ -107,8 +108,8 @@ async fn a_grant_torn_by_a_crash_leaves_the_approval_pending_and_grantable() {
     let blocked = run
         .submit(json!({"kind":"tool_call","target":"send","args":{}}))
         .await;
-    let approval = blocked["approval_id"].as_str().unwrap().parse().unwrap();
-    kernel.grant(approval).unwrap();
+    let approval = blocked["approval_id"].as_str().unwrap().to_owned();
+    kernel.grant(&approval).unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     kernel.shutdown().await;
     while agent.rx.try_recv().is_ok() {}
@@ -116,12 +117,12 @@ async fn a_grant_torn_by_a_crash_leaves_the_approval_pending_and_grantable() {
     tear_within(&dir, r#""type":"step.allowed""#);
     let kernel = kernel_at(&dir, &agent, Some(GATE)).await;
     assert_eq!(
-        kernel.execution(run.id).unwrap().status,
+        kernel.execution(&run.id).unwrap().status,
         ExecutionStatus::Blocked
     );
     assert_eq!(kernel.approvals().len(), 1, "the grant never happened");
-    kernel.grant(approval).unwrap();
-    let resumed = Run::attach(&kernel, &mut agent, run.id).await;
+    kernel.grant(&approval).unwrap();
+    let resumed = Run::attach(&kernel, &mut agent, &run.id).await;
     let step = json!({"kind":"tool_call","target":"send","args":{}});
     assert_eq!(resumed.submit(step).await["decision"], "proceed");
     kernel.shutdown().await;
@@ -156,12 +157,12 @@ async fn a_rebuilt_execution_has_the_live_resources_and_steps() {
     let run = Run::start(&kernel, &mut agent, r#"{"agent_id":"hello"}"#).await;
     let reg = json!({"key":"w","driver_id":"fs","configuration":null,"every_steps":1}).to_string();
     assert_eq!(run.post("/resources", &reg).await.0, 200);
-    let live = kernel.resources(run.id);
-    let steps_live = kernel.steps(run.id);
+    let live = kernel.resources(&run.id);
+    let steps_live = kernel.steps(&run.id);
     kernel.shutdown().await;
     let kernel = kernel_at(&dir, &agent, None).await;
-    let rebuilt = kernel.resources(run.id);
-    assert_eq!(kernel.steps(run.id), steps_live);
+    let rebuilt = kernel.resources(&run.id);
+    assert_eq!(kernel.steps(&run.id), steps_live);
     assert_eq!(
         serde_json::to_value(&live).unwrap(),
         serde_json::to_value(&rebuilt).unwrap()
@@ -191,7 +192,7 @@ async fn an_approval_overdue_at_restart_gets_one_live_dispatch() {
             dispatches.insert(d.dispatch_id);
         }
         let types: Vec<String> = kernel
-            .events(run.id)
+            .events(&run.id)
             .iter()
             .map(|e| e.kind.clone())
             .collect();

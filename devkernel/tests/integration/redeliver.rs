@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use rebuno::wire::Event;
 use rebuno::{Agent, HandlerError, Step};
-use rebuno_devkernel::{DevKernel, Event, NewExecution, cli};
+use rebuno_devkernel::{DevKernel, NewExecution, cli};
 use serde_json::json;
 
 const TOKEN: &str = "bootstrap-token";
@@ -115,18 +116,17 @@ async fn exec_redeliver_delivers_a_held_run_again_and_it_completes_by_replay() {
 
     // The second run is held until its delivery is recorded (the ack of a run that has
     // already completed would not be).
-    let uuid = id.parse().unwrap();
     let second_acked = |events: Vec<Event>| {
         events
             .iter()
             .any(|e| e.kind == "dispatch.acked" && e.payload["attempt"] == 2)
     };
-    while !second_acked(kernel.events(uuid)) {
+    while !second_acked(kernel.events(&id)) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     hold[1].add_permits(1);
     let done = kernel
-        .wait_terminal(uuid, Duration::from_secs(10))
+        .wait_terminal(&id, Duration::from_secs(10))
         .await
         .unwrap();
     assert_eq!(done.output, Some(json!(4)));
@@ -134,7 +134,7 @@ async fn exec_redeliver_delivers_a_held_run_again_and_it_completes_by_replay() {
     assert_eq!(runs.recorded.load(Ordering::SeqCst), 1);
     assert_eq!(runs.held.load(Ordering::SeqCst), 2);
     hold[0].add_permits(1); // the superseded run goes on and is refused
-    let dispatches = dispatch_events(&kernel.events(uuid));
+    let dispatches = dispatch_events(&kernel.events(&id));
     assert_eq!(
         dispatches,
         [
@@ -145,7 +145,7 @@ async fn exec_redeliver_delivers_a_held_run_again_and_it_completes_by_replay() {
         ]
     );
     let reclaimed = kernel
-        .events(uuid)
+        .events(&id)
         .into_iter()
         .find(|e| e.kind == "dispatch.reclaimed")
         .unwrap();
@@ -209,13 +209,13 @@ async fn exec_redeliver_refuses_a_run_with_nothing_in_flight_or_on_its_last_atte
     // Refused, not done: the run goes on and completes under its one attempt.
     hold[0].add_permits(1);
     let done = kernel
-        .wait_terminal(id, Duration::from_secs(10))
+        .wait_terminal(&id, Duration::from_secs(10))
         .await
         .unwrap();
     assert_eq!(done.output, Some(json!(4)));
     assert!(
         kernel
-            .events(id)
+            .events(&id)
             .iter()
             .all(|e| e.kind != "dispatch.reclaimed")
     );

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rebuno::{Agent, AgentBuilder, HandlerError, Idempotency, Tool, define_tool, step};
 use rebuno_devkernel::replay::{self, Ending, History, Verdict};
-use rebuno_devkernel::{DevKernel, NewExecution, StepStatus, cli};
+use rebuno_devkernel::{DevKernel, NewExecution, cli};
 use serde_json::{Value, json};
 
 /// Switches shared by every build of the mailer: which code is deployed, whether the current
@@ -77,12 +77,12 @@ fn build(world: &World, v2: bool) -> AgentBuilder {
     mailer(&checked)
 }
 
-async fn wait_for_steps(kernel: &DevKernel, id: uuid::Uuid, succeeded: usize) {
+async fn wait_for_steps(kernel: &DevKernel, id: &str, succeeded: usize) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     while kernel
         .steps(id)
         .iter()
-        .filter(|s| s.status == StepStatus::Succeeded)
+        .filter(|s| s.status == "succeeded")
         .count()
         < succeeded
     {
@@ -104,8 +104,8 @@ async fn a_handler_changed_between_two_dispatches_is_named_before_the_second_run
         .create_execution(NewExecution::new("mailer", json!("ada@example.com")))
         .await
         .unwrap();
-    wait_for_steps(&kernel, created.id, 2).await; // search and send recorded; dispatch held
-    let history = kernel.history(created.id).unwrap();
+    wait_for_steps(&kernel, &created.id, 2).await; // search and send recorded; dispatch held
+    let history = kernel.history(&created.id).unwrap();
 
     // The build that recorded it replays it: the archive step is the natural next one.
     let same = replay::check(build(&world, false), &history).await.unwrap();
@@ -144,9 +144,9 @@ async fn a_handler_changed_between_two_dispatches_is_named_before_the_second_run
     // Deploy anyway: the re-delivery does what the report said, a second email.
     world.v2.store(true, Ordering::SeqCst);
     world.hold.store(false, Ordering::SeqCst);
-    kernel.redeliver(created.id).unwrap();
+    kernel.redeliver(&created.id).unwrap();
     let done = kernel
-        .wait_terminal(created.id, Duration::from_secs(20))
+        .wait_terminal(&created.id, Duration::from_secs(20))
         .await
         .unwrap();
     assert_eq!(
@@ -162,7 +162,7 @@ async fn a_handler_changed_between_two_dispatches_is_named_before_the_second_run
 
     // The finished history keeps both emails, so each build leaves the other's unreached:
     // the trace of a deploy in mid-execution. Everything else replays and the output matches.
-    let finished = kernel.history(created.id).unwrap();
+    let finished = kernel.history(&created.id).unwrap();
     assert_eq!(finished.steps().len(), 4);
     let v2 = replay::check(build(&world, true), &finished).await.unwrap();
     assert!(!v2.is_clean(), "{v2}");
@@ -203,7 +203,7 @@ async fn a_history_reads_the_same_from_the_harness_the_http_api_and_its_json() {
     let done = kernel.run("mailer", json!("bo@example.com")).await.unwrap();
     let id = done.id.to_string();
 
-    let local = kernel.history(done.id).unwrap();
+    let local = kernel.history(&done.id).unwrap();
     let client = rebuno::client::Client::builder()
         .base_url(kernel.url())
         .build()
@@ -261,7 +261,7 @@ async fn a_failure_replays_as_recorded_and_a_different_one_is_reported() {
     };
     let served = kernel.serve(failing("quota exceeded")).await.unwrap();
     let done = kernel.run("failing", json!({})).await.unwrap();
-    let history = kernel.history(done.id).unwrap();
+    let history = kernel.history(&done.id).unwrap();
 
     let same = replay::check(failing("quota exceeded"), &history)
         .await
@@ -324,12 +324,12 @@ async fn denials_and_approvals_replay_as_the_kernel_decided_them() {
         .await
         .unwrap();
     kernel
-        .wait_until(created.id, Duration::from_secs(20), |s| {
-            s == rebuno_devkernel::ExecutionStatus::Blocked
+        .wait_until(&created.id, Duration::from_secs(20), |s| {
+            s == rebuno::wire::ExecutionStatus::Blocked
         })
         .await
         .unwrap();
-    let history = kernel.history(created.id).unwrap();
+    let history = kernel.history(&created.id).unwrap();
 
     let report = replay::check(ops(), &history).await.unwrap();
     assert!(report.is_clean(), "{report}");
@@ -398,7 +398,7 @@ async fn a_step_cut_off_mid_body_is_rerun_or_indeterminate_by_its_idempotency() 
         while runs.load(Ordering::SeqCst) == 0 {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let history = kernel.history(created.id).unwrap();
+        let history = kernel.history(&created.id).unwrap();
         assert_eq!(history.steps()[0].status, "executing");
 
         let free = Arc::new(AtomicBool::new(false));
@@ -428,7 +428,7 @@ async fn a_step_cut_off_mid_body_is_rerun_or_indeterminate_by_its_idempotency() 
         }
         hold.store(false, Ordering::SeqCst); // the held body ends; the execution completes
         let done = kernel
-            .wait_terminal(created.id, Duration::from_secs(20))
+            .wait_terminal(&created.id, Duration::from_secs(20))
             .await
             .unwrap();
         assert_eq!(done.output, Some(json!(42)));
@@ -464,7 +464,7 @@ async fn a_run_that_never_ends_is_reported_as_far_as_it_got() {
     });
     let served = kernel.serve(recorded).await.unwrap();
     let done = kernel.run("stubborn", json!("rust")).await.unwrap();
-    let history = kernel.history(done.id).unwrap();
+    let history = kernel.history(&done.id).unwrap();
 
     let limit = Duration::from_millis(200);
     let report = replay::check_within(stubborn(), &history, limit)

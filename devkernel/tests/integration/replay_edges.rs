@@ -64,7 +64,7 @@ fn twins(hold: Arc<AtomicBool>, runs: Arc<AtomicUsize>) -> AgentBuilder {
 struct Held {
     build: Build,
     served: ServedAgent,
-    id: uuid::Uuid,
+    id: String,
     hold: Arc<AtomicBool>,
     runs: Arc<AtomicUsize>,
 }
@@ -122,13 +122,13 @@ async fn concurrent_unsettled_steps_replay_clean() {
     for (build, agent, output) in [(pair as Build, "pair", 3), (twins, "twins", 2)] {
         let kernel = DevKernel::start().await.unwrap();
         let run = held(&kernel, build, agent).await;
-        let history = kernel.history(run.id).unwrap();
+        let history = kernel.history(&run.id).unwrap();
         assert_eq!(history.steps().len(), 2);
         assert!(history.steps().iter().all(|s| s.status == "executing"));
         let report = run.check(&history).await;
         run.release();
         let done = kernel
-            .wait_terminal(run.id, Duration::from_secs(20))
+            .wait_terminal(&run.id, Duration::from_secs(20))
             .await
             .unwrap();
         assert_eq!(done.output, Some(json!(output)));
@@ -147,14 +147,14 @@ async fn concurrent_unsettled_steps_replay_clean() {
 async fn a_cancelled_execution_replays_clean() {
     let kernel = DevKernel::start().await.unwrap();
     let run = held(&kernel, pair, "pair").await;
-    kernel.cancel(run.id).unwrap();
+    kernel.cancel(&run.id).unwrap();
     run.release();
     let done = kernel
-        .wait_terminal(run.id, Duration::from_secs(20))
+        .wait_terminal(&run.id, Duration::from_secs(20))
         .await
         .unwrap();
-    assert_eq!(done.status, rebuno_devkernel::ExecutionStatus::Cancelled);
-    let report = run.check(&kernel.history(run.id).unwrap()).await;
+    assert_eq!(done.status, rebuno::wire::ExecutionStatus::Cancelled);
+    let report = run.check(&kernel.history(&run.id).unwrap()).await;
     assert!(
         report.is_clean(),
         "false divergence on the unchanged code:\n{report}"
@@ -186,11 +186,11 @@ async fn a_handler_that_reads_previous_replays_clean() {
         .await
         .unwrap();
     let first = kernel
-        .wait_terminal(first.id, Duration::from_secs(20))
+        .wait_terminal(&first.id, Duration::from_secs(20))
         .await
         .unwrap();
     assert_eq!(first.output, Some(json!({"turn": 1, "echo": "hi"})));
-    let history = kernel.history(first.id).unwrap();
+    let history = kernel.history(&first.id).unwrap();
     let report = replay::check(agent(), &history).await.unwrap();
     assert!(
         report.is_clean(),
@@ -203,20 +203,18 @@ async fn a_handler_that_reads_previous_replays_clean() {
         .await
         .unwrap();
     let second = kernel
-        .wait_terminal(second.id, Duration::from_secs(20))
+        .wait_terminal(&second.id, Duration::from_secs(20))
         .await
         .unwrap();
     assert_eq!(second.output, Some(json!({"turn": 2, "echo": "again"})));
-    let history = kernel.history(second.id).unwrap();
+    let history = kernel.history(&second.id).unwrap();
     let report = replay::check(agent(), &history).await.unwrap();
     assert!(report.is_clean(), "{report}");
     let client = rebuno::client::Client::builder()
         .base_url(kernel.url())
         .build()
         .unwrap();
-    let fetched = History::fetch(&client, &second.id.to_string())
-        .await
-        .unwrap();
+    let fetched = History::fetch(&client, &second.id).await.unwrap();
     assert_eq!(
         fetched, history,
         "fetched over HTTP, the previous state included"
@@ -249,7 +247,7 @@ async fn repeated_calls_and_null_args_replay_clean() {
     let kernel = DevKernel::start().await.unwrap();
     let served = kernel.serve(agent()).await.unwrap();
     let done = kernel.run("rep", Value::Null).await.unwrap();
-    let history = kernel.history(done.id).unwrap();
+    let history = kernel.history(&done.id).unwrap();
     let report = replay::check(agent(), &history).await.unwrap();
     assert!(report.is_clean(), "{report}");
     assert!(report.asked.iter().all(|s| s.verdict == Verdict::Replayed));
@@ -271,20 +269,20 @@ async fn a_fork_history_replays_clean() {
     let kernel = DevKernel::start().await.unwrap();
     let served = kernel.serve(agent()).await.unwrap();
     let done = kernel.run("three", Value::Null).await.unwrap();
-    let events = kernel.events(done.id);
+    let events = kernel.events(&done.id);
     let at = events
         .iter()
         .filter(|e| e.kind == "step.succeeded")
         .nth(1)
         .unwrap()
         .event_seq;
-    let fork = kernel.fork(done.id, at).unwrap();
+    let fork = kernel.fork(&done.id, at).unwrap();
     let forked = kernel
-        .wait_terminal(fork.id, Duration::from_secs(20))
+        .wait_terminal(&fork.id, Duration::from_secs(20))
         .await
         .unwrap();
     assert_eq!(forked.output, Some(json!(6)));
-    let history = kernel.history(fork.id).unwrap();
+    let history = kernel.history(&fork.id).unwrap();
     let report = replay::check(agent(), &history).await.unwrap();
     assert!(report.is_clean(), "{report}");
     served.shutdown().await;
@@ -329,14 +327,14 @@ async fn crash_concurrent_at_most_once_sibling_is_not_a_problem() {
 async fn an_execution_failed_by_the_kernel_replays_clean() {
     let kernel = DevKernel::builder().max_attempts(1).start().await.unwrap();
     let run = held(&kernel, pair, "pair").await;
-    let _ = kernel.redeliver(run.id);
+    let _ = kernel.redeliver(&run.id);
     let done = kernel
-        .wait_terminal(run.id, Duration::from_secs(20))
+        .wait_terminal(&run.id, Duration::from_secs(20))
         .await
         .unwrap();
     assert_eq!(done.failure_reason, "dispatch_exhausted");
     run.release();
-    let report = run.check(&kernel.history(run.id).unwrap()).await;
+    let report = run.check(&kernel.history(&run.id).unwrap()).await;
     assert!(
         report.is_clean(),
         "false divergence on the unchanged code:\n{report}"
@@ -383,7 +381,7 @@ async fn an_at_most_once_step_after_the_divergence_is_possibly_dangerous() {
         .run("triage", json!("Ada@Example.com"))
         .await
         .unwrap();
-    let history = kernel.history(done.id).unwrap();
+    let history = kernel.history(&done.id).unwrap();
     assert!(
         replay::check(triage(false), &history)
             .await

@@ -18,7 +18,7 @@ fn workspace(every_steps: i64) -> String {
     .to_string()
 }
 
-fn errors(kernel: &rebuno_devkernel::DevKernel, id: uuid::Uuid) -> Vec<String> {
+fn errors(kernel: &rebuno_devkernel::DevKernel, id: &str) -> Vec<String> {
     events_of(kernel, id, "resource.checkpoint_failed")
         .into_iter()
         .map(|e| e.payload["error"].as_str().unwrap().to_owned())
@@ -32,7 +32,7 @@ async fn register_validates_and_preserves_policy() {
 
     let (status, view) = run.post("/resources", &workspace(2)).await;
     assert_eq!(status, 200, "{view}");
-    let registered = events_of(&kernel, run.id, "resource.registered");
+    let registered = events_of(&kernel, &run.id, "resource.registered");
     assert_eq!(registered.len(), 1);
     assert_eq!(
         view,
@@ -59,8 +59,8 @@ async fn register_validates_and_preserves_policy() {
     // TestRepeatedRegistrationKeepsItsPolicyAndRefusesAnotherDriverOrCapability).
     let (_, view) = run.post("/resources", &workspace(5)).await;
     assert_eq!(view["every_steps"], 2);
-    assert!(events_of(&kernel, run.id, "resource.reconfigured").is_empty());
-    assert_eq!(events_of(&kernel, run.id, "resource.registered").len(), 1);
+    assert!(events_of(&kernel, &run.id, "resource.reconfigured").is_empty());
+    assert_eq!(events_of(&kernel, &run.id, "resource.registered").len(), 1);
 
     // Conflicts and validation.
     let conflict = r#"{"key":"workspace","driver_id":"s3","configuration":{"b":1,"root":"/tmp"},"coverage_reuse":true}"#;
@@ -115,7 +115,7 @@ async fn bind_once_and_idempotently() {
     let bind = |body: &'static str| run.post("/resources/workspace/binding", body);
     assert_eq!(bind(r#"{"binding": {"path": "/x", "id": 7}}"#).await.0, 204);
     assert_eq!(bind(r#"{"binding":{"id":7,"path":"/x"}}"#).await.0, 204);
-    assert_eq!(events_of(&kernel, run.id, "resource.bound").len(), 1);
+    assert_eq!(events_of(&kernel, &run.id, "resource.bound").len(), 1);
     let (status, body) = bind(r#"{"binding": {"path": "/y"}}"#).await;
     assert_eq!(status, 409);
     assert_eq!(body["code"], "conflict");
@@ -137,14 +137,14 @@ async fn generations_counts_and_captures() {
 
     // Baseline capture at generation 0.
     let baseline = r#"{"captures":[{"key":"workspace","generation":0,"checkpoint_ref":"c0"}]}"#;
-    let latest = kernel.events(run.id).len() as u64;
+    let latest = kernel.events(&run.id).len() as u64;
     assert_eq!(run.post("/resources/checkpoints", baseline).await.0, 204);
     let (_, view) = run.post("/resources", &workspace(2)).await;
     assert_eq!(
         (view["covered"].clone(), view["checkpoint_ref"].clone()),
         (json!(true), json!("c0"))
     );
-    let checkpointed = events_of(&kernel, run.id, "resource.checkpointed");
+    let checkpointed = events_of(&kernel, &run.id, "resource.checkpointed");
     assert_eq!(checkpointed[0].payload["covered_seq"], latest);
 
     // A declared step bumps the generation and invalidates c0 at its step.executing.
@@ -153,10 +153,10 @@ async fn generations_counts_and_captures() {
         first["resources"],
         json!([{"key": "workspace", "generation": 1}])
     );
-    let executing = events_of(&kernel, run.id, "step.executing");
+    let executing = events_of(&kernel, &run.id, "step.executing");
     assert_eq!(executing[0].payload["resources"], json!(["workspace"]));
     assert_eq!(executing[0].payload["generations"], json!({"workspace": 1}));
-    let points = kernel.fork_points(run.id).unwrap();
+    let points = kernel.fork_points(&run.id).unwrap();
     assert_eq!(
         points.checkpoints[0].invalidated_seq,
         Some(executing[0].event_seq)
@@ -167,13 +167,13 @@ async fn generations_counts_and_captures() {
         run.complete(step, capture).await,
         json!({"decision": "recorded"})
     );
-    let succeeded = events_of(&kernel, run.id, "step.succeeded");
-    let checkpointed = events_of(&kernel, run.id, "resource.checkpointed");
+    let succeeded = events_of(&kernel, &run.id, "step.succeeded");
+    let checkpointed = events_of(&kernel, &run.id, "resource.checkpointed");
     assert_eq!(
         checkpointed[1].payload["covered_seq"],
         succeeded[0].event_seq
     );
-    let view = &kernel.resources(run.id)[0];
+    let view = &kernel.resources(&run.id)[0];
     assert_eq!((view.generation, view.count, view.covered), (1, 1, true));
 
     // An undeclared tool step leaves a coverage-reusing resource alone.
@@ -181,7 +181,7 @@ async fn generations_counts_and_captures() {
     assert!(other.get("resources").is_none());
     run.complete(other["step_id"].as_str().unwrap(), json!({"result": 2}))
         .await;
-    assert_eq!(kernel.resources(run.id)[0].count, 1);
+    assert_eq!(kernel.resources(&run.id)[0].count, 1);
 
     // The second affecting step is due (count + 1 = 2).
     let second = run.submit(tool("write2", &["workspace"])).await;
@@ -199,7 +199,7 @@ async fn generations_counts_and_captures() {
         .await;
     assert_eq!(decision["decision"], "recorded");
     assert_eq!(
-        errors(&kernel, run.id),
+        errors(&kernel, &run.id),
         [
             "stale_generation",
             "unknown_resource",
@@ -207,7 +207,7 @@ async fn generations_counts_and_captures() {
             "disk full"
         ]
     );
-    let view = &kernel.resources(run.id)[0];
+    let view = &kernel.resources(&run.id)[0];
     assert_eq!((view.generation, view.count, view.covered), (2, 2, false));
 
     // Duplicates and stale generations on the publish route.
@@ -229,7 +229,7 @@ async fn generations_counts_and_captures() {
     ]});
     run.post("/resources/checkpoints", &twice.to_string()).await;
     assert_eq!(
-        kernel.resources(run.id)[0].checkpoint_ref.as_deref(),
+        kernel.resources(&run.id)[0].checkpoint_ref.as_deref(),
         Some("again")
     );
     run.post("/resources/checkpoints", &publish(7, "future"))
@@ -238,7 +238,7 @@ async fn generations_counts_and_captures() {
     let third = run.submit(tool("write3", &["workspace"])).await;
     run.post("/resources/checkpoints", &publish(3, "c3")).await;
     assert_eq!(
-        errors(&kernel, run.id)[4..],
+        errors(&kernel, &run.id)[4..],
         ["duplicate_capture", "stale_generation", "writers_active"]
     );
     // Replayed outcomes never capture.
@@ -252,7 +252,7 @@ async fn generations_counts_and_captures() {
         .await;
     assert_eq!(replay["decision"], "replay");
     assert!(
-        !events_of(&kernel, run.id, "resource.checkpointed")
+        !events_of(&kernel, &run.id, "resource.checkpointed")
             .iter()
             .any(|e| e.payload["checkpoint_ref"] == "late")
     );
@@ -290,7 +290,7 @@ async fn coverage_reuse_false_is_touched_by_every_live_step() {
     );
     run.complete(llm["step_id"].as_str().unwrap(), json!({"result": {}}))
         .await;
-    let view = &kernel.resources(run.id)[0];
+    let view = &kernel.resources(&run.id)[0];
     assert_eq!((view.generation, view.count), (2, 1));
     // A failed step counts and may carry captures too.
     let failing = run.submit(tool("boom", &[])).await;
@@ -302,12 +302,12 @@ async fn coverage_reuse_false_is_touched_by_every_live_step() {
         )
         .await;
     assert_eq!((status, decision), (200, json!({"decision": "recorded"})));
-    let view = &kernel.resources(run.id)[0];
+    let view = &kernel.resources(&run.id)[0];
     assert_eq!((view.generation, view.count, view.covered), (3, 2, true));
     // A retried executing step touching resources starts again.
     let retry = run.submit(tool("slow", &[])).await;
-    kernel.redeliver(run.id).unwrap();
-    let again = Run::attach(&kernel, &mut agent, run.id).await;
+    kernel.redeliver(&run.id).unwrap();
+    let again = Run::attach(&kernel, &mut agent, &run.id).await;
     let decision = again.submit(tool("slow", &[])).await;
     assert_eq!(decision["step_id"], retry["step_id"]);
     assert_eq!(
@@ -343,13 +343,17 @@ async fn session_turns_inherit_registrations_and_bindings() {
         .await
         .unwrap();
     assert_eq!(next.parent_execution_id, Some(run.id));
-    let views = kernel.resources(next.id);
+    let views = kernel.resources(&next.id);
     assert_eq!(views.len(), 1);
     let view = &views[0];
     assert_eq!(view.binding, Some(json!({"dir": "/w"})));
     assert_eq!((view.generation, view.count, view.covered), (0, 0, false));
     assert_eq!(view.checkpoint_ref, None);
-    let kinds: Vec<String> = kernel.events(next.id).into_iter().map(|e| e.kind).collect();
+    let kinds: Vec<String> = kernel
+        .events(&next.id)
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
     assert_eq!(
         kinds[..5],
         [
@@ -360,5 +364,6 @@ async fn session_turns_inherit_registrations_and_bindings() {
             "dispatch.queued"
         ]
     );
-    assert_eq!(view.registered_seq, 3);
+    let points = kernel.fork_points(&next.id).unwrap();
+    assert_eq!(points.resources[&view.key], 3);
 }

@@ -32,7 +32,7 @@ async fn start(url: &str, agent: &mut FakeAgent) -> Run {
     assert_eq!(status, 201, "{created}");
     let delivery = agent.next().await;
     Run {
-        id: created["id"].as_str().unwrap().parse().unwrap(),
+        id: created["id"].as_str().unwrap().to_owned(),
         dispatch: delivery.dispatch_id,
         attempt: delivery.attempt,
         api: AgentClient::new(url),
@@ -80,7 +80,7 @@ async fn a_live_lease_survives_a_restart_and_its_holder_completes() {
     let (status, done) = run.post("/complete", r#"{"output":"ok"}"#).await;
     assert!(status < 300, "{status} {done}");
 
-    let log = events(&url, &run.id.to_string()).await;
+    let log = events(&url, &run.id).await;
     let kinds: Vec<&str> = log.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert!(!kinds.contains(&"dispatch.reclaimed"), "{kinds:?}");
     assert_eq!(kinds.last(), Some(&"execution.completed"), "{kinds:?}");
@@ -126,7 +126,7 @@ async fn a_lease_that_ran_out_while_the_kernel_was_down_is_reclaimed() {
     assert_eq!(replay["decision"], "replay", "{replay}");
     assert_eq!(replay["error"]["reason"], "indeterminate");
 
-    let log = events(&url, &rerun.id.to_string()).await;
+    let log = events(&url, &rerun.id).await;
     let reclaims: Vec<&Value> = log
         .iter()
         .filter(|e| e["type"] == "dispatch.reclaimed")

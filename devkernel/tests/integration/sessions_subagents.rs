@@ -6,7 +6,8 @@ use crate::common;
 use std::time::Duration;
 
 use common::{AgentClient, client, event_types, kernel_with_agent};
-use rebuno_devkernel::{ExecutionStatus, NewExecution, StepStatus};
+use rebuno::wire::ExecutionStatus;
+use rebuno_devkernel::NewExecution;
 use serde_json::json;
 
 #[tokio::test]
@@ -23,7 +24,7 @@ async fn session_turns_run_one_at_a_time_and_chain_state() {
         .unwrap();
     assert_eq!(first.status, ExecutionStatus::Running);
     assert_eq!(second.status, ExecutionStatus::Pending);
-    assert_eq!(event_types(&kernel, second.id), ["execution.created"]);
+    assert_eq!(event_types(&kernel, &second.id), ["execution.created"]);
 
     let d1 = agent.next().await;
     assert_eq!(d1.execution_id, first.id.to_string());
@@ -49,11 +50,11 @@ async fn session_turns_run_one_at_a_time_and_chain_state() {
     // The second turn starts with the first as its parent.
     let d2 = agent.next().await;
     assert_eq!(d2.execution_id, second.id.to_string());
-    let second_now = kernel.execution(second.id).unwrap();
+    let second_now = kernel.execution(&second.id).unwrap();
     assert_eq!(second_now.status, ExecutionStatus::Running);
-    assert_eq!(second_now.parent_execution_id, Some(first.id));
+    assert_eq!(second_now.parent_execution_id, Some(first.id.clone()));
     let started = kernel
-        .events(second.id)
+        .events(&second.id)
         .into_iter()
         .find(|e| e.kind == "execution.started")
         .unwrap();
@@ -153,8 +154,8 @@ async fn subagent_suspend_settle_resume() {
     assert_eq!(child["idempotency_key"], step_id.as_str());
     let (_, again) = client("POST", &url, None, Some(&spawn(&step_id))).await;
     assert_eq!(again["id"], child["id"]);
-    let child_id: uuid::Uuid = child["id"].as_str().unwrap().parse().unwrap();
-    let created = kernel.events(child_id).into_iter().next().unwrap();
+    let child_id = child["id"].as_str().unwrap().to_owned();
+    let created = kernel.events(&child_id).into_iter().next().unwrap();
     assert_eq!(created.payload["spawned_by"]["step_id"], step_id.as_str());
 
     let (_, body) = api
@@ -162,14 +163,14 @@ async fn subagent_suspend_settle_resume() {
         .await;
     assert_eq!(body, json!({"suspended": true}));
     let blocked = kernel
-        .events(parent.id)
+        .events(&parent.id)
         .into_iter()
         .rev()
         .find(|e| e.kind == "execution.blocked")
         .unwrap();
     assert_eq!(blocked.payload["reason"], "awaiting_steps");
     assert_eq!(
-        kernel.execution(parent.id).unwrap().status,
+        kernel.execution(&parent.id).unwrap().status,
         ExecutionStatus::Blocked
     );
 
@@ -188,11 +189,11 @@ async fn subagent_suspend_settle_resume() {
     let resumed = agent.next().await;
     assert_eq!(resumed.execution_id, parent.id.to_string());
     let step = kernel
-        .steps(parent.id)
+        .steps(&parent.id)
         .into_iter()
         .find(|s| s.step_id == step_id)
         .unwrap();
-    assert_eq!(step.status, StepStatus::Succeeded);
+    assert_eq!(step.status, "succeeded");
     assert_eq!(step.result, Some(json!({"answer": 42})));
     let (_, replay) = api
         .send(
@@ -216,7 +217,7 @@ async fn subagent_suspend_settle_resume() {
         .await;
     let second_step = proceed["step_id"].as_str().unwrap();
     let (_, child2) = client("POST", &url, None, Some(&spawn(second_step))).await;
-    let child2: uuid::Uuid = child2["id"].as_str().unwrap().parse().unwrap();
+    let child2 = child2["id"].as_str().unwrap().to_owned();
     agent.next().await;
     let (status, _) = api
         .send(
@@ -228,13 +229,13 @@ async fn subagent_suspend_settle_resume() {
         .await;
     assert_eq!(status, 204);
     let cancelled = kernel
-        .wait_terminal(child2, Duration::from_secs(2))
+        .wait_terminal(&child2, Duration::from_secs(2))
         .await
         .unwrap();
     assert_eq!(cancelled.status, ExecutionStatus::Cancelled);
     assert_eq!(cancelled.failure_reason, "parent_agent_terminal");
     assert_eq!(
-        kernel.execution(parent.id).unwrap().failure_reason,
+        kernel.execution(&parent.id).unwrap().failure_reason,
         "agent_error: boom"
     );
     kernel.shutdown().await;

@@ -90,13 +90,14 @@ async fn deltas_reach_sse_subscribers() {
         .send("POST", &delta, Some((&d, 1)), r#"{"seq": 1, "data": "x"}"#)
         .await;
     assert_eq!((status, body["code"].as_str()), (409, Some("conflict")));
-    let recorded = kernel.steps(exec.id).into_iter().next().unwrap();
+    let url = format!("{}/v0/executions/{}/steps/{step}", kernel.url(), exec.id);
+    let (_, recorded) = crate::common::client("GET", &url, None, None).await;
     assert_eq!(
-        (recorded.usage_input, recorded.usage_output),
-        (Some(7), Some(2))
+        (&recorded["usage_input"], &recorded["usage_output"]),
+        (&json!(7), &json!(2))
     );
     let succeeded = kernel
-        .events(exec.id)
+        .events(&exec.id)
         .into_iter()
         .find(|e| e.kind == "step.succeeded")
         .unwrap();

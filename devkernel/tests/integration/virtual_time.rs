@@ -7,9 +7,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use rebuno::kernel::{HyperTransport, Transport, TransportFuture};
+use rebuno::transport::{HyperTransport, Transport, TransportFuture};
+use rebuno::wire::ExecutionStatus;
 use rebuno::{Agent, HandlerError, define_tool, step};
-use rebuno_devkernel::{DevKernel, ExecutionStatus, NewExecution};
+use rebuno_devkernel::{DevKernel, NewExecution};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
@@ -100,7 +101,7 @@ async fn heartbeats_follow_the_kernel_clock_and_keep_a_lease_for_two_virtual_min
         until(&heartbeats, stride).await;
     }
     let reclaimed = kernel
-        .events(created.id)
+        .events(&created.id)
         .iter()
         .filter(|e| e.kind == "dispatch.reclaimed")
         .count();
@@ -108,7 +109,7 @@ async fn heartbeats_follow_the_kernel_clock_and_keep_a_lease_for_two_virtual_min
 
     release.notify_one();
     let done = kernel
-        .wait_terminal(created.id, Duration::from_secs(10))
+        .wait_terminal(&created.id, Duration::from_secs(10))
         .await
         .unwrap();
     assert_eq!(done.output, Some(json!("done")));
@@ -153,26 +154,26 @@ async fn an_sdk_agent_waits_out_an_hour_long_approval_in_milliseconds() {
         .unwrap();
     let blocked = |s: ExecutionStatus| s == ExecutionStatus::Blocked;
     kernel
-        .wait_until(created.id, Duration::from_secs(10), blocked)
+        .wait_until(&created.id, Duration::from_secs(10), blocked)
         .await
         .unwrap();
 
     kernel.advance(HOUR - Duration::from_secs(1)).unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(
-        kernel.execution(created.id).unwrap().status,
+        kernel.execution(&created.id).unwrap().status,
         ExecutionStatus::Blocked
     );
     assert!(
         kernel
             .approvals()
             .iter()
-            .all(|a| a.status == rebuno_devkernel::ApprovalStatus::Pending)
+            .all(|a| a.status == rebuno::wire::ApprovalStatus::Pending)
     );
 
     kernel.advance(Duration::from_secs(1)).unwrap();
     let done = kernel
-        .wait_terminal(created.id, Duration::from_secs(10))
+        .wait_terminal(&created.id, Duration::from_secs(10))
         .await
         .unwrap();
     assert_eq!(
@@ -194,7 +195,7 @@ async fn an_sdk_agent_waits_out_an_hour_long_approval_in_milliseconds() {
         kernel
             .approvals()
             .iter()
-            .all(|a| a.status == rebuno_devkernel::ApprovalStatus::Expired)
+            .all(|a| a.status == rebuno::wire::ApprovalStatus::Expired)
     );
     served.shutdown().await;
     kernel.shutdown().await;
@@ -231,7 +232,7 @@ async fn an_sdk_agent_parked_by_a_rate_limit_resumes_when_the_clock_refills_the_
     let wait = Duration::from_secs(10);
     kernel
         .wait_for_event(
-            created.id,
+            &created.id,
             rebuno_devkernel::EventKind::StepRateLimited,
             wait,
         )
@@ -243,13 +244,13 @@ async fn an_sdk_agent_parked_by_a_rate_limit_resumes_when_the_clock_refills_the_
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(fetched.load(Ordering::SeqCst), 1);
     assert_eq!(
-        kernel.execution(created.id).unwrap().status,
+        kernel.execution(&created.id).unwrap().status,
         ExecutionStatus::Running
     );
 
     // The park re-delivers after the wait for a token plus up to 25% jitter: by 75 minutes.
     kernel.advance(Duration::from_secs(16 * 60 + 1)).unwrap();
-    let done = kernel.wait_terminal(created.id, wait).await.unwrap();
+    let done = kernel.wait_terminal(&created.id, wait).await.unwrap();
     assert_eq!(done.output, Some(json!(30)));
     assert_eq!(fetched.load(Ordering::SeqCst), 2, "the first call replayed");
     served.shutdown().await;

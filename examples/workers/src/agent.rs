@@ -201,63 +201,91 @@ async fn handle(analyze: &Tool<Analyze, Analysis>, input: Input) -> Result<Outpu
             mcp_url,
             calls,
             work_ms,
-        } => {
-            let results = call_mcp_tools(&mcp_url, &calls).await?;
-            let (worked_ms, checked_at) = work(work_ms).await?;
-            Ok(Output::Mcp {
-                results,
-                worked_ms,
-                checked_at,
-            })
-        }
+        } => handle_mcp(&mcp_url, &calls, work_ms).await,
         Input::Analyze {
             text,
             work_ms,
             pause_ms,
-        } => {
-            let analysis = analyze.call(Analyze { text }).await?;
-            let (worked_ms, checked_at) = work_then_pause(work_ms, pause_ms).await?;
-            Ok(Output::Analyze {
-                words: analysis.words,
-                longest: analysis.longest,
-                worked_ms,
-                checked_at,
-            })
-        }
+        } => handle_analyze(analyze, text, work_ms, pause_ms).await,
         Input::Rig {
             rig_url,
             stream,
             work_ms,
-        } => {
-            let (text, pieces) = ask_rig(&rig_url, stream).await?;
-            let (worked_ms, checked_at) = work(work_ms).await?;
-            Ok(Output::Rig {
-                text,
-                pieces,
-                worked_ms,
-                checked_at,
-            })
-        }
+        } => handle_rig(&rig_url, stream, work_ms).await,
         Input::Llm {
             llm_url,
             stream,
             work_ms,
             timeout_ms,
-        } => {
-            let (status, body, chunks) = ask(&llm_url, stream, timeout_ms).await?;
-            let chunks: usize =
-                rebuno::step("llm_chunks", || async move { Ok::<_, Infallible>(chunks) }).await?;
-            let (worked_ms, checked_at) = work(work_ms).await?;
-            Ok(Output::Llm {
-                status,
-                content: answer_text(&body),
-                body,
-                chunks,
-                worked_ms,
-                checked_at,
-            })
-        }
+        } => handle_llm(&llm_url, stream, work_ms, timeout_ms).await,
     }
+}
+
+/// [`Input::Mcp`]: the MCP server's tools called in order, then the `work` and `checked_at` steps.
+async fn handle_mcp(
+    mcp_url: &str,
+    calls: &[(String, serde_json::Value)],
+    work_ms: u64,
+) -> Result<Output, HandlerError> {
+    let results = call_mcp_tools(mcp_url, calls).await?;
+    let (worked_ms, checked_at) = work(work_ms).await?;
+    Ok(Output::Mcp {
+        results,
+        worked_ms,
+        checked_at,
+    })
+}
+
+/// [`Input::Analyze`]: the `analyze_text` tool, then the `work` and `checked_at` steps with a
+/// pause between.
+async fn handle_analyze(
+    analyze: &Tool<Analyze, Analysis>,
+    text: String,
+    work_ms: u64,
+    pause_ms: u64,
+) -> Result<Output, HandlerError> {
+    let analysis = analyze.call(Analyze { text }).await?;
+    let (worked_ms, checked_at) = work_then_pause(work_ms, pause_ms).await?;
+    Ok(Output::Analyze {
+        words: analysis.words,
+        longest: analysis.longest,
+        worked_ms,
+        checked_at,
+    })
+}
+
+/// [`Input::Rig`]: one completion through rig, then the `work` and `checked_at` steps.
+async fn handle_rig(rig_url: &str, stream: bool, work_ms: u64) -> Result<Output, HandlerError> {
+    let (text, pieces) = ask_rig(rig_url, stream).await?;
+    let (worked_ms, checked_at) = work(work_ms).await?;
+    Ok(Output::Rig {
+        text,
+        pieces,
+        worked_ms,
+        checked_at,
+    })
+}
+
+/// [`Input::Llm`]: one durable LLM call, an `llm_chunks` step recording how many chunks the
+/// live read got, then the `work` and `checked_at` steps.
+async fn handle_llm(
+    llm_url: &str,
+    stream: bool,
+    work_ms: u64,
+    timeout_ms: Option<u64>,
+) -> Result<Output, HandlerError> {
+    let (status, body, chunks) = ask(llm_url, stream, timeout_ms).await?;
+    let chunks: usize =
+        rebuno::step("llm_chunks", || async move { Ok::<_, Infallible>(chunks) }).await?;
+    let (worked_ms, checked_at) = work(work_ms).await?;
+    Ok(Output::Llm {
+        status,
+        content: answer_text(&body),
+        body,
+        chunks,
+        worked_ms,
+        checked_at,
+    })
 }
 
 /// Without the `rig` feature the rig path is not compiled in: say so.

@@ -9,8 +9,8 @@ use serde_json::Value;
 use super::message::{self, Incoming, RpcError};
 use super::session::{Negotiated, SESSION_HEADER, Session};
 use crate::error::{Error, ErrorKind};
-use crate::kernel::{ByteStream, TransportError};
 use crate::sse::SseBuffer;
+use crate::transport::{ByteStream, TransportError};
 
 /// The most of an answer (JSON body or event stream) the client reads (a tool result with
 /// images is base64 in JSON, so this is generous); past it the request fails instead of
@@ -65,7 +65,7 @@ impl Failure {
     pub(super) fn into_error(self, what: &str) -> Error {
         let kind = match &self {
             Self::Transport(error)
-                if error.kind() == crate::kernel::TransportErrorKind::Timeout =>
+                if error.kind() == crate::transport::TransportErrorKind::Timeout =>
             {
                 ErrorKind::Timeout
             }
@@ -162,42 +162,12 @@ async fn read_stream(
     loop {
         while let Some(event) = events.next_event() {
             position.saw(&event);
-            // A stream may open with an event of only an id (a resumption point): no message.
-            if event.data.trim().is_empty() {
-                continue;
-            }
-            let message: Value = serde_json::from_str(&event.data).map_err(|e| {
-                Failure::Protocol(format!(
-                    "an event of the stream is not JSON ({e}): {}",
-                    snippet(event.data.as_bytes())
-                ))
-            })?;
-            match message::classify(&message) {
-                Some(Incoming::Response { id: their, outcome })
-                    if message::is_our_id(&their, id) =>
-                {
-                    return Ok(outcome);
-                }
-                Some(Incoming::Request { id: their, method }) => {
-                    let answer = message::answer_to_server(&their, &method);
-                    session.post_without_answer(&answer, negotiated).await?;
-                }
-                _ => {}
+            if let Some(outcome) = response_in_event(session, id, &event.data, negotiated).await? {
+                return Ok(outcome);
             }
         }
-        let ended = match body.next().await {
-            Some(Ok(chunk)) => {
-                read += chunk.len();
-                if read > MAX_ANSWER_BYTES {
-                    return Err(Failure::Protocol(format!(
-                        "the event stream passed {MAX_ANSWER_BYTES} bytes without the response to request {id}"
-                    )));
-                }
-                events.push(&chunk);
-                continue;
-            }
-            Some(Err(error)) => format!("broke ({error})"),
-            None => "ended".to_owned(),
+        let Some(ended) = buffer_next_chunk(&mut body, &mut events, &mut read, id).await? else {
+            continue;
         };
         match super::resume::resume(session, negotiated, &mut position).await {
             Some(resumed) => {
@@ -210,6 +180,62 @@ async fn read_stream(
                 )));
             }
         }
+    }
+}
+
+/// The response to `id`, if `data` (one event's) is it; a request of the server's in it is
+/// answered on the way, anything else passed over.
+async fn response_in_event(
+    session: &Session,
+    id: u64,
+    data: &str,
+    negotiated: &Negotiated,
+) -> Result<Option<Result<Value, RpcError>>, Failure> {
+    // A stream may open with an event of only an id (a resumption point): no message.
+    if data.trim().is_empty() {
+        return Ok(None);
+    }
+    let message: Value = serde_json::from_str(data).map_err(|e| {
+        Failure::Protocol(format!(
+            "an event of the stream is not JSON ({e}): {}",
+            snippet(data.as_bytes())
+        ))
+    })?;
+    match message::classify(&message) {
+        Some(Incoming::Response { id: their, outcome }) if message::is_our_id(&their, id) => {
+            return Ok(Some(outcome));
+        }
+        Some(Incoming::Request { id: their, method }) => {
+            let answer = message::answer_to_server(&their, &method);
+            session.post_without_answer(&answer, negotiated).await?;
+        }
+        _ => {}
+    }
+    Ok(None)
+}
+
+/// Reads the stream's next chunk into `events`, adding its length to `read` and failing once
+/// that passes [`MAX_ANSWER_BYTES`] without the response to `id`. `None` when a chunk came,
+/// else how the stream stopped (`"ended"`, or `"broke (...)"`).
+async fn buffer_next_chunk(
+    body: &mut ByteStream,
+    events: &mut SseBuffer,
+    read: &mut usize,
+    id: u64,
+) -> Result<Option<String>, Failure> {
+    match body.next().await {
+        Some(Ok(chunk)) => {
+            *read += chunk.len();
+            if *read > MAX_ANSWER_BYTES {
+                return Err(Failure::Protocol(format!(
+                    "the event stream passed {MAX_ANSWER_BYTES} bytes without the response to request {id}"
+                )));
+            }
+            events.push(&chunk);
+            Ok(None)
+        }
+        Some(Err(error)) => Ok(Some(format!("broke ({error})"))),
+        None => Ok(Some("ended".to_owned())),
     }
 }
 

@@ -32,9 +32,9 @@ use self::answer::Failure;
 use self::session::{Negotiated, Session};
 use super::{McpCall, McpOptions, McpToolSpec, wrap_mcp_tools};
 use crate::error::{BoxError, Error, ErrorKind, Result};
-use crate::kernel::{SharedTransport, Transport};
 use crate::rt::BoxFuture;
 use crate::tool::Tool;
+use crate::transport::{SharedTransport, Transport};
 
 /// How long one request may take, answer included, unless [`StreamableHttpBuilder::timeout`]
 /// says otherwise: tool calls can be slow.
@@ -404,7 +404,7 @@ impl StreamableHttpBuilder {
 
 /// The SDK's provider transport, when one is compiled in.
 fn default_transport() -> Result<SharedTransport> {
-    match crate::kernel::default_transport(crate::kernel::Peer::Provider) {
+    match crate::transport::default_transport(crate::transport::Peer::Provider) {
         Some(Ok(transport)) => Ok(transport),
         Some(Err(error)) => Err(Error::new(
             ErrorKind::Config,

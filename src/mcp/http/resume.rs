@@ -7,7 +7,7 @@ use http::{HeaderValue, Method, header};
 
 use super::answer::{Failure, Position, read_start, snippet};
 use super::session::{Negotiated, Session};
-use crate::kernel::ByteStream;
+use crate::transport::ByteStream;
 
 /// Most resumptions of one request's stream.
 pub(super) const MAX_RESUMES: usize = 10;

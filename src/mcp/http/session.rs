@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::answer::{Answer, Failure, read_answer};
 use super::message::{self, SUPPORTED_VERSIONS};
-use crate::kernel::SharedTransport;
+use crate::transport::SharedTransport;
 
 /// The header naming the session, set by the server on its `initialize` answer.
 pub(super) const SESSION_HEADER: &str = "mcp-session-id";

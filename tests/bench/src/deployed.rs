@@ -12,12 +12,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context as _, Result, bail};
 use rebuno::client::Client;
 use rebuno::wire::{Event, ExecutionStatus};
-use rebuno_devkernel::Timestamp;
 use serde_json::Value;
 use tokio::task::JoinSet;
 
 use crate::control::{Request, RunReport};
-use crate::gaps::{StepGaps, finite};
+use crate::gaps::{StepGaps, finite, occurred_nanos};
 use crate::kernel::AGENT_ID;
 use crate::spawn::{KernelProc, check_failures};
 use crate::stats::quantile;
@@ -136,10 +135,7 @@ async fn log(client: Client, id: String) -> Result<(String, Log)> {
 }
 
 fn timed(event: &Event) -> Result<(String, i128)> {
-    let Some(at) = Timestamp::parse(&event.occurred_at) else {
-        bail!("bad event timestamp {:?}", event.occurred_at);
-    };
-    Ok((event.kind.clone(), at.unix_nanos()))
+    Ok((event.kind.clone(), occurred_nanos(event)?))
 }
 
 /// The event logs of `ids` by id, `c` read at a time.

@@ -1,8 +1,18 @@
 //! Step latencies from an execution's event log, the same whether the log is read in the kernel
 //! process (pinned setup) or through `rebuno::client::Client` (deployed setup).
 
+use anyhow::{Context as _, Result};
+use rebuno::wire::Event;
+
 use crate::control::RunReport;
+use crate::rfc3339::unix_nanos;
 use crate::stats::quantile;
+
+/// When `event` was appended, in Unix nanoseconds (its RFC 3339 `occurred_at`).
+pub(crate) fn occurred_nanos(event: &Event) -> Result<i128> {
+    unix_nanos(&event.occurred_at)
+        .with_context(|| format!("bad event timestamp {:?}", event.occurred_at))
+}
 
 /// The step gaps of many executions, gathered one event log at a time.
 #[derive(Debug, Default)]

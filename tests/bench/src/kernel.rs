@@ -7,13 +7,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
-use rebuno_devkernel::{AgentSpec, DevKernel, ExecutionStatus, NewExecution, StepStatus};
+use rebuno::wire::ExecutionStatus;
+use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
-use uuid::Uuid;
 
 use crate::control::{Reply, Request, RunReport, WaitReport};
-use crate::gaps::{StepGaps, finite};
+use crate::gaps::{StepGaps, finite, occurred_nanos};
 use crate::llm::Stub;
 use crate::stats::quantile;
 
@@ -26,7 +26,7 @@ const WAIT: Duration = Duration::from_secs(120);
 struct Driver {
     kernel: DevKernel,
     agent_id: String,
-    held: Vec<(Uuid, usize)>,
+    held: Vec<(String, usize)>,
     /// The stub LLM provider of the `llm` workload.
     llm: Stub,
 }
@@ -96,13 +96,15 @@ impl Driver {
             Request::Input { k, mode } => Ok(Reply::Input(self.input(k, &mode))),
             Request::ProviderCalls => Ok(Reply::Count(self.llm.calls())),
             Request::RedeliverIds { ids } => {
-                for id in parse_ids(&ids)? {
+                self.check_ids(&ids)?;
+                for id in &ids {
                     self.kernel.redeliver(id)?;
                 }
                 Ok(Reply::Ok)
             }
             Request::AwaitTool { ids } => {
-                Ok(Reply::Wait(self.await_tool(&parse_ids(&ids)?).await?))
+                self.check_ids(&ids)?;
+                Ok(Reply::Wait(self.await_tool(&ids).await?))
             }
             Request::Quit => Ok(Reply::Ok),
         }
@@ -117,7 +119,7 @@ impl Driver {
         }
     }
 
-    async fn create(&self, input: serde_json::Value) -> Result<Uuid> {
+    async fn create(&self, input: serde_json::Value) -> Result<String> {
         let created = self
             .kernel
             .create_execution(NewExecution::new(&self.agent_id, input))
@@ -144,11 +146,11 @@ impl Driver {
                         .create_execution(NewExecution::new(&agent_id, input))
                         .await
                     {
-                        Ok(created) => match kernel.wait_terminal(created.id, WAIT).await {
+                        Ok(created) => match kernel.wait_terminal(&created.id, WAIT).await {
                             Ok(done) => (created.id, done.status, done.failure_reason),
                             Err(error) => (created.id, ExecutionStatus::Failed, error.to_string()),
                         },
-                        Err(error) => (Uuid::nil(), ExecutionStatus::Failed, error.to_string()),
+                        Err(error) => (String::new(), ExecutionStatus::Failed, error.to_string()),
                     };
                     lock(&outcomes).push(outcome);
                 }
@@ -163,12 +165,12 @@ impl Driver {
         report.provider_calls = self.llm.calls() - calls;
         let mut gaps = StepGaps::default();
         for (id, _, _) in &outcomes {
-            let events = self.kernel.events(*id);
-            gaps.add(
-                events
-                    .iter()
-                    .map(|e| (e.kind.as_str(), e.occurred_at.unix_nanos())),
-            );
+            let events = self.kernel.events(id);
+            let timed = events
+                .iter()
+                .map(|e| Ok((e.kind.as_str(), occurred_nanos(e)?)))
+                .collect::<Result<Vec<_>>>()?;
+            gaps.add(timed);
         }
         gaps.fill(&mut report);
         Ok(report)
@@ -196,15 +198,15 @@ impl Driver {
             for id in pending {
                 let succeeded = self
                     .kernel
-                    .steps(id)
+                    .steps(&id)
                     .iter()
-                    .filter(|step| step.status == StepStatus::Succeeded)
+                    .filter(|step| step.status == "succeeded")
                     .count();
                 if succeeded >= k {
                     self.held.push((id, k));
                 } else if self
                     .kernel
-                    .execution(id)
+                    .execution(&id)
                     .is_some_and(|e| e.status.is_terminal())
                 {
                     bail!("held execution {id} ended before re-delivery");
@@ -220,7 +222,7 @@ impl Driver {
         Ok(WaitReport {
             elapsed_s: started.elapsed().as_secs_f64(),
             reached: self.held.len(),
-            ids: self.held.iter().map(|(id, _)| id.to_string()).collect(),
+            ids: self.held.iter().map(|(id, _)| id.clone()).collect(),
         })
     }
 
@@ -244,10 +246,12 @@ impl Driver {
             workers.push(tokio::spawn(async move {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&(id, k)) = held.get(i) else { break };
+                    let Some((id, k)) = held.get(i).cloned() else {
+                        break;
+                    };
                     let t0 = Instant::now();
-                    let outcome = match kernel.redeliver(id) {
-                        Ok(_) => match kernel.wait_terminal(id, WAIT).await {
+                    let outcome = match kernel.redeliver(&id) {
+                        Ok(_) => match kernel.wait_terminal(&id, WAIT).await {
                             Ok(done) => (id, done.status, done.failure_reason),
                             Err(error) => (id, ExecutionStatus::Failed, error.to_string()),
                         },
@@ -280,20 +284,20 @@ impl Driver {
         let mut ids = Vec::with_capacity(m);
         for _ in 0..m {
             let id = self.create(json!({"k": 0, "mode": "idle"})).await?;
-            ids.push(id);
-            while paced && !self.waiting(id) {
+            while paced && !self.waiting(&id) {
                 if started.elapsed() > WAIT {
                     bail!("execution {id} never reached its tool");
                 }
                 tokio::time::sleep(Duration::from_micros(500)).await;
             }
+            ids.push(id);
         }
         self.await_tool(&ids).await
     }
 
     /// Returns once every one of `ids` is executing its tool (polling every 50 ms; every
     /// 500 µs for a single one).
-    async fn await_tool(&self, ids: &[Uuid]) -> Result<WaitReport> {
+    async fn await_tool(&self, ids: &[String]) -> Result<WaitReport> {
         let started = Instant::now();
         let pause = if ids.len() == 1 {
             Duration::from_micros(500)
@@ -301,7 +305,7 @@ impl Driver {
             Duration::from_millis(50)
         };
         loop {
-            let reached = ids.iter().filter(|id| self.waiting(**id)).count();
+            let reached = ids.iter().filter(|id| self.waiting(id)).count();
             if reached == ids.len() {
                 return Ok(WaitReport {
                     elapsed_s: started.elapsed().as_secs_f64(),
@@ -321,22 +325,24 @@ impl Driver {
 }
 
 impl Driver {
+    /// Fails on an id the kernel does not know (before waiting on it for nothing).
+    fn check_ids(&self, ids: &[String]) -> Result<()> {
+        match ids.iter().find(|id| self.kernel.execution(id).is_none()) {
+            Some(id) => bail!("bad execution id {id:?}"),
+            None => Ok(()),
+        }
+    }
+
     /// Whether the execution's tool is executing.
-    fn waiting(&self, id: Uuid) -> bool {
+    fn waiting(&self, id: &str) -> bool {
         self.kernel
             .steps(id)
             .iter()
-            .any(|step| step.status == StepStatus::Executing)
+            .any(|step| step.status == "executing")
     }
 }
 
-fn parse_ids(ids: &[String]) -> Result<Vec<Uuid>> {
-    ids.iter()
-        .map(|id| Uuid::parse_str(id).with_context(|| format!("bad execution id {id:?}")))
-        .collect()
-}
-
-fn tally(outcomes: &[(Uuid, ExecutionStatus, String)], elapsed_s: f64) -> RunReport {
+fn tally(outcomes: &[(String, ExecutionStatus, String)], elapsed_s: f64) -> RunReport {
     let completed = outcomes
         .iter()
         .filter(|(_, status, _)| *status == ExecutionStatus::Completed)

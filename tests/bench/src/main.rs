@@ -27,6 +27,7 @@ mod measure;
 mod options;
 mod proc;
 mod report;
+mod rfc3339;
 mod scale;
 mod spawn;
 mod stats;

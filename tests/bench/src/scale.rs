@@ -33,11 +33,11 @@ use http_body_util::{BodyExt as _, Full};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use rebuno_devkernel::{AgentSpec, DevKernel, ExecutionStatus, NewExecution, StepStatus};
+use rebuno::wire::ExecutionStatus;
+use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt as _, BufReader};
 use tokio::process::{Child, Command};
-use uuid::Uuid;
 
 use crate::kernel::AGENT_ID;
 use crate::proc::{cpu_seconds, open_fds, peak_rss_kib, rss_kib};
@@ -408,7 +408,7 @@ where
 }
 
 /// Waits for `id` to end; its wall time since `t0`, or why it did not complete.
-async fn finish(kernel: &DevKernel, id: Uuid, t0: Instant) -> std::result::Result<f64, String> {
+async fn finish(kernel: &DevKernel, id: &str, t0: Instant) -> std::result::Result<f64, String> {
     match kernel.wait_terminal(id, WAIT).await {
         Ok(done) if done.status == ExecutionStatus::Completed => Ok(t0.elapsed().as_secs_f64()),
         Ok(done) => Err(format!(
@@ -431,7 +431,7 @@ async fn live(kernel: &DevKernel, n: usize, c: usize, input: &Value) -> Result<B
                 .create_execution(NewExecution::new(AGENT_ID, input))
                 .await
                 .map_err(|e| e.to_string())?;
-            finish(&kernel, created.id, t0).await
+            finish(&kernel, &created.id, t0).await
         }
     })
     .await)
@@ -445,7 +445,7 @@ async fn hold(
     k: usize,
     c: usize,
     input: &Value,
-) -> Result<Vec<Uuid>> {
+) -> Result<Vec<String>> {
     let started = Instant::now();
     // Each poll copies the steps: poll long executions less often.
     let every = Duration::from_micros((2_000 + 10 * k as u64).min(100_000));
@@ -463,14 +463,13 @@ async fn hold(
         let mut still = Vec::with_capacity(pending.len());
         for id in pending {
             let succeeded = kernel
-                .steps(id)
+                .steps(&id)
                 .iter()
-                .filter(|step| step.status == StepStatus::Succeeded)
+                .filter(|step| step.status == "succeeded")
                 .count();
             if succeeded >= k {
                 held.push(id);
-            } else if kernel.execution(id).is_some_and(|e| e.status.is_terminal()) {
-                let e = kernel.execution(id).unwrap_or_else(|| unreachable!());
+            } else if let Some(e) = kernel.execution(&id).filter(|e| e.status.is_terminal()) {
                 bail!(
                     "held execution {id} ended before re-delivery: {} {}",
                     e.status.as_str(),
@@ -489,12 +488,12 @@ async fn hold(
 }
 
 /// Re-delivers `ids`, `c` at a time, each to its end (every recorded step replays).
-async fn redeliver(kernel: &DevKernel, ids: Vec<Uuid>, c: usize) -> Batch {
+async fn redeliver(kernel: &DevKernel, ids: Vec<String>, c: usize) -> Batch {
     let (kernel, ids) = (kernel.clone(), Arc::new(ids));
     batch(ids.len(), c, move |i| {
         let (kernel, ids) = (kernel.clone(), ids.clone());
         async move {
-            let id = ids[i];
+            let id = &ids[i];
             let t0 = Instant::now();
             kernel.redeliver(id).map_err(|e| e.to_string())?;
             finish(&kernel, id, t0).await
@@ -793,7 +792,7 @@ impl Env {
             let mut reached;
             loop {
                 tokio::time::sleep(Duration::from_millis(100)).await;
-                reached = ids.iter().filter(|id| waiting(&world.kernel, **id)).count();
+                reached = ids.iter().filter(|id| waiting(&world.kernel, id)).count();
                 if reached == ids.len() || started.elapsed() > Duration::from_secs(120) {
                     break;
                 }
@@ -802,7 +801,7 @@ impl Env {
             if reached < ids.len() {
                 let failed = ids
                     .iter()
-                    .filter_map(|id| world.kernel.execution(*id))
+                    .filter_map(|id| world.kernel.execution(id))
                     .filter(|e| e.status.is_terminal())
                     .count();
                 report.note(format!(
@@ -857,11 +856,11 @@ impl Env {
 }
 
 /// Whether the execution's tool is executing.
-fn waiting(kernel: &DevKernel, id: Uuid) -> bool {
+fn waiting(kernel: &DevKernel, id: &str) -> bool {
     kernel
         .steps(id)
         .iter()
-        .any(|step| step.status == StepStatus::Executing)
+        .any(|step| step.status == "executing")
 }
 
 fn own_fds() -> usize {

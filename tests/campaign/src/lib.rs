@@ -11,6 +11,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+pub mod rfc3339;
+
 /// The agent id the campaign registers (parents and subagents alike).
 pub const AGENT_ID: &str = "campaign";
 /// The shared webhook secret.

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use ::http::{HeaderMap, Method};
 use bytes::Bytes;
-use rebuno::kernel::{HyperTransport, StreamingFuture, Transport, TransportFuture};
-use rebuno::mcp::{McpCall, McpOptions, StreamableHttp};
+use rebuno::mcp::{McpCall, McpOptions};
+use rebuno::transport::{HyperTransport, StreamingFuture, Transport, TransportFuture};
 use rebuno::{ErrorKind, Idempotency};
 use serde_json::{Map, Value, json};
 
@@ -59,27 +59,6 @@ impl Transport for Recording {
     }
 }
 
-/// A fixture process on a port of its own.
-struct Server {
-    url: String,
-    port: u16,
-    effects: std::path::PathBuf,
-    process: tokio::process::Child,
-}
-
-async fn server() -> Server {
-    let effects = temp_dir("http-effects").join("effects.log");
-    let port = free_port();
-    let process = spawn_python_fixture(port, &effects);
-    wait_listening(port).await;
-    Server {
-        url: format!("http://127.0.0.1:{port}/mcp"),
-        port,
-        effects,
-        process,
-    }
-}
-
 const HTTP_POLICY: &str = r#"
 default_action: allow
 rules:
@@ -106,7 +85,14 @@ async fn tools_over_the_sdks_own_client_are_recorded_replayed_stripped_and_denie
         names,
         ["add", "boom", "chatty", "greet", "record", "weather"]
     );
-    let tools = wrap_mcp_tools(specs, counting(client.call(), &log), &options);
+    let greet = specs.iter().find(|s| s.name == "greet").unwrap().clone();
+    let mut tools = wrap_mcp_tools(specs, counting(client.call(), &log), &options);
+    let keep_nulls = McpOptions::new().prefix("raw").keep_nulls();
+    tools.push(wrap_mcp_tool(
+        greet,
+        counting(client.call(), &log),
+        &keep_nulls,
+    ));
     let h = harness("sdk-http", tools, Some(HTTP_POLICY)).await;
 
     let (first, done) = h
@@ -116,7 +102,8 @@ async fn tools_over_the_sdks_own_client_are_recorded_replayed_stripped_and_denie
             ["sh_record", {"note": "first"}],
             ["sh_chatty", {"note": "over the stream"}],
             ["sh_boom", {"msg": "kaput"}],
-            ["sh_weather", {"city": "Oslo"}]
+            ["sh_weather", {"city": "Oslo"}],
+            ["raw_greet", {"name": "ann", "title": null}]
         ]))
         .await;
     assert_eq!(
@@ -141,9 +128,14 @@ async fn tools_over_the_sdks_own_client_are_recorded_replayed_stripped_and_denie
         first[5],
         json!("sh_weather not allowed. reason: no forecasts today")
     );
+    let raw = first[6].as_str().unwrap();
+    assert!(
+        raw.contains("valid string"),
+        "title: null reaches pydantic: {raw}"
+    );
     assert_eq!(
         *log.lock().unwrap(),
-        ["add", "greet", "record", "chatty", "boom"],
+        ["add", "greet", "record", "chatty", "boom", "greet"],
         "each allowed call reached the server once, none on replay, the denied one never"
     );
     assert_eq!(
@@ -716,7 +708,7 @@ async fn a_call_abandoned_by_a_superseded_dispatch_is_cancelled_on_the_server() 
     eventually(|| posted("tools/call").len() == 1).await;
     let first = posted("tools/call")[0]["id"].clone();
     // A new attempt supersedes the one waiting on the server: its call is dropped.
-    assert_eq!(h.kernel.redeliver(created.id).unwrap(), 2);
+    assert_eq!(h.kernel.redeliver(&created.id).unwrap(), 2);
     eventually(|| !posted("notifications/cancelled").is_empty()).await;
     let sent = posted("notifications/cancelled");
     assert_eq!(sent.len(), 1, "{sent:?}");

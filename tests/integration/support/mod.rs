@@ -22,8 +22,9 @@ pub use host::serve_as_host;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use rebuno::wire::{Event, Execution};
 use rebuno::{Agent, AgentBuilder};
-use rebuno_devkernel::{AgentSpec, DevKernel, Event, Execution, NewExecution};
+use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
 use serde_json::Value;
 use tokio::net::TcpListener;
 
@@ -98,7 +99,7 @@ pub async fn run(kernel: &DevKernel, agent_id: &str, input: Value) -> Execution 
         .await
         .expect("create execution");
     kernel
-        .wait_terminal(created.id, WAIT)
+        .wait_terminal(&created.id, WAIT)
         .await
         .expect("execution ends")
 }

@@ -1,5 +1,6 @@
 //! rebuno-hyper routes the webhook and drains acknowledged runs on graceful shutdown.
 
+use rebuno::wire::ExecutionStatus;
 use std::future::IntoFuture;
 use std::time::Duration;
 
@@ -42,12 +43,12 @@ async fn shutdown_waits_for_acknowledged_runs_to_finish() {
         .await
         .expect("create");
     kernel
-        .wait_until(created.id, Duration::from_secs(5), |_| true)
+        .wait_until(&created.id, Duration::from_secs(5), |_| true)
         .await
         .expect("exists");
     for _ in 0..200 {
         if kernel
-            .events(created.id)
+            .events(&created.id)
             .iter()
             .any(|e| e.kind == "dispatch.acked")
         {
@@ -59,10 +60,10 @@ async fn shutdown_waits_for_acknowledged_runs_to_finish() {
     stop.send(()).expect("signal");
     server.await.expect("join").expect("serve");
 
-    let after = kernel.execution(created.id).expect("execution");
+    let after = kernel.execution(&created.id).expect("execution");
     assert_eq!(
-        after.status.as_str(),
-        "completed",
+        after.status,
+        ExecutionStatus::Completed,
         "shutdown returned before the run finished"
     );
     assert_eq!(after.output, Some(json!("rested")));

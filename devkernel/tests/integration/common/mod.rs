@@ -222,13 +222,13 @@ pub async fn client(
 }
 
 /// Event types of an execution, in order.
-pub fn event_types(kernel: &DevKernel, id: uuid::Uuid) -> Vec<String> {
+pub fn event_types(kernel: &DevKernel, id: &str) -> Vec<String> {
     kernel.events(id).into_iter().map(|e| e.kind).collect()
 }
 
 /// One delivered execution driven by the fake agent: `post` signs with the live lease.
 pub struct Run {
-    pub id: uuid::Uuid,
+    pub id: String,
     pub dispatch: String,
     pub attempt: u32,
     pub api: AgentClient,
@@ -245,16 +245,16 @@ impl Run {
         )
         .await;
         assert_eq!(status, 201, "{created}");
-        let id = created["id"].as_str().unwrap().parse().unwrap();
+        let id = created["id"].as_str().unwrap();
         Self::attach(kernel, agent, id).await
     }
 
     /// Waits for the next delivery of `id`.
-    pub async fn attach(kernel: &DevKernel, agent: &mut FakeAgent, id: uuid::Uuid) -> Self {
+    pub async fn attach(kernel: &DevKernel, agent: &mut FakeAgent, id: &str) -> Self {
         let delivery = agent.next().await;
-        assert_eq!(delivery.execution_id, id.to_string());
+        assert_eq!(delivery.execution_id, id);
         Self {
-            id,
+            id: id.to_owned(),
             dispatch: delivery.dispatch_id,
             attempt: delivery.attempt,
             api: AgentClient::new(&kernel.url()),
@@ -287,10 +287,15 @@ impl Run {
 }
 
 /// Events of `id` of one type, in order.
-pub fn events_of(kernel: &DevKernel, id: uuid::Uuid, kind: &str) -> Vec<rebuno_devkernel::Event> {
+pub fn events_of(kernel: &DevKernel, id: &str, kind: &str) -> Vec<rebuno::wire::Event> {
     kernel
         .events(id)
         .into_iter()
         .filter(|e| e.kind == kind)
         .collect()
 }
+
+/// The kernel's RFC 3339 timestamps (Go's `time.Time` JSON), read as the kernel reads them.
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../../src/model/time.rs"]
+pub mod time;

@@ -31,7 +31,7 @@ async fn started(kernel: &DevKernel, agent: &mut FakeAgent) -> Run {
         .create_execution(NewExecution::new("hello", json!({})))
         .await
         .unwrap();
-    Run::attach(kernel, agent, exec.id).await
+    Run::attach(kernel, agent, &exec.id).await
 }
 
 /// A request signed as `hello` with no lease headers (the Go tests' `signAgentRequest` on
@@ -201,8 +201,8 @@ async fn a_loaded_policy_bundle_decides_steps() {
 async fn a_superseded_attempt_is_409_lease_superseded() {
     let (kernel, mut agent) = kernel_with_agent().await;
     let stale = started(&kernel, &mut agent).await;
-    kernel.redeliver(stale.id).unwrap();
-    let live = Run::attach(&kernel, &mut agent, stale.id).await;
+    kernel.redeliver(&stale.id).unwrap();
+    let live = Run::attach(&kernel, &mut agent, &stale.id).await;
     assert_eq!(live.dispatch, stale.dispatch);
     assert!(live.attempt > stale.attempt);
     let body = read_step("/tmp").to_string();
@@ -305,13 +305,13 @@ async fn an_agent_cannot_touch_another_agents_execution() {
         .create_execution(NewExecution::new("other", json!({})))
         .await
         .unwrap();
-    let mut owner = Run::attach(&kernel, &mut agent, exec.id).await;
+    let mut owner = Run::attach(&kernel, &mut agent, &exec.id).await;
     owner.api.agent_id = "other".into();
     let step = owner
         .submit(json!({"kind": "tool_call", "target": "read", "args": {}}))
         .await;
     let step_id = step["step_id"].as_str().unwrap().to_owned();
-    let baseline = kernel.events(exec.id).len();
+    let baseline = kernel.events(&exec.id).len();
 
     let intruder = AgentClient::new(&kernel.url());
     let base = format!("/v0/executions/{}", exec.id);
@@ -363,12 +363,12 @@ async fn an_agent_cannot_touch_another_agents_execution() {
         assert_eq!(status, 403, "{name}: {answer}");
     }
     assert_eq!(
-        kernel.events(exec.id).len(),
+        kernel.events(&exec.id).len(),
         baseline,
         "refused requests appended events"
     );
     let stored = kernel
-        .steps(exec.id)
+        .steps(&exec.id)
         .into_iter()
         .find(|s| s.step_id == step_id)
         .unwrap();
@@ -709,7 +709,7 @@ async fn api_key_scopes_gate_each_route() {
     let mut wrong = Vec::new();
     for scope in scopes {
         let issued = kernel.create_api_key("test", &[scope]).unwrap();
-        let token = issued.token.as_str();
+        let token = issued.as_str();
         for (method, path, needs) in routes {
             let (status, body) = key_request(&kernel, method, path, token).await;
             let ok = if scope == needs {
@@ -734,13 +734,8 @@ async fn api_key_scopes_gate_each_route() {
     let both = kernel
         .create_api_key("policy-test", &["policies:write", "executions:read"])
         .unwrap();
-    let (status, body) = key_request(
-        &kernel,
-        "POST",
-        "/v0/policies/missing/test",
-        both.token.as_str(),
-    )
-    .await;
+    let (status, body) =
+        key_request(&kernel, "POST", "/v0/policies/missing/test", both.as_str()).await;
     if status != 400 {
         wrong.push(format!("policy test with both scopes -> {status} {body}"));
     }

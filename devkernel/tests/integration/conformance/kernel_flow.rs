@@ -9,9 +9,9 @@
 
 use std::time::Duration;
 
-use rebuno_devkernel::{
-    AgentSpec, DevKernel, DevKernelBuilder, EventKind, ExecutionStatus, Timestamp, identity,
-};
+use crate::common::time::Timestamp;
+use rebuno::wire::ExecutionStatus;
+use rebuno_devkernel::{AgentSpec, DevKernel, DevKernelBuilder, EventKind, identity};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
@@ -57,8 +57,8 @@ async fn start(kernel: &DevKernel, agent: &mut FakeAgent) -> Run {
 /// Re-drives the execution (the in-flight dispatch is delivered again) and returns the run
 /// under the new lease.
 async fn redrive(kernel: &DevKernel, agent: &mut FakeAgent, run: &Run) -> Run {
-    kernel.redeliver(run.id).unwrap();
-    Run::attach(kernel, agent, run.id).await
+    kernel.redeliver(&run.id).unwrap();
+    Run::attach(kernel, agent, &run.id).await
 }
 
 fn tool(target: &str, args: Value) -> Value {
@@ -75,9 +75,9 @@ fn llm_step() -> Value {
 }
 
 /// The protocol's step id of `(kind, target, args)` at `occurrence` in execution `id`.
-fn step_id_of(id: Uuid, kind: &str, target: &str, args: &Value, occurrence: u32) -> String {
+fn step_id_of(id: &str, kind: &str, target: &str, args: &Value, occurrence: u32) -> String {
     let hash = identity::args_hash(&serde_json::to_vec(args).unwrap()).unwrap();
-    identity::step_id(&id.to_string(), kind, target, &hash, occurrence)
+    identity::step_id(id, kind, target, &hash, occurrence)
 }
 
 /// `POST /v0/executions` with `body`.
@@ -104,12 +104,12 @@ async fn call(kernel: &DevKernel, method: &str, path: &str, body: Option<Value>)
 }
 
 /// `POST /v0/executions/{id}/cancel`.
-async fn cancel(kernel: &DevKernel, id: Uuid) -> (u16, Value) {
+async fn cancel(kernel: &DevKernel, id: &str) -> (u16, Value) {
     call(kernel, "POST", &format!("/v0/executions/{id}/cancel"), None).await
 }
 
 /// `GET /v0/executions/{id}` as a client.
-async fn execution(kernel: &DevKernel, id: Uuid) -> Value {
+async fn execution(kernel: &DevKernel, id: &str) -> Value {
     let (status, body) = call(kernel, "GET", &format!("/v0/executions/{id}"), None).await;
     assert_eq!(status, 200, "{body}");
     body
@@ -142,7 +142,7 @@ async fn step(run: &Run, step_id: &str) -> Value {
 }
 
 /// The terminal step events of the log (`step.denied|failed|succeeded|cancelled`), in order.
-fn terminal_step_events(kernel: &DevKernel, id: Uuid) -> Vec<String> {
+fn terminal_step_events(kernel: &DevKernel, id: &str) -> Vec<String> {
     event_types(kernel, id)
         .into_iter()
         .filter(|t| {
@@ -155,7 +155,7 @@ fn terminal_step_events(kernel: &DevKernel, id: Uuid) -> Vec<String> {
 }
 
 /// `step_type` of the first event of `kind`.
-fn step_type(kernel: &DevKernel, id: Uuid, kind: &str) -> Value {
+fn step_type(kernel: &DevKernel, id: &str, kind: &str) -> Value {
     let events = events_of(kernel, id, kind);
     let event = events.first().unwrap_or_else(|| panic!("no {kind} event"));
     event.payload["step_type"].clone()
@@ -182,16 +182,16 @@ async fn create_starts_the_execution_with_created_started_and_queued() {
     .await;
     assert_eq!(status, 201, "{created}");
     assert_eq!(created["status"], "running");
-    let id: Uuid = created["id"].as_str().unwrap().parse().unwrap();
-    assert_eq!(execution(&kernel, id).await["agent_id"], "hello");
+    let id = created["id"].as_str().unwrap().to_owned();
+    assert_eq!(execution(&kernel, &id).await["agent_id"], "hello");
 
     // The delivery's ack is the only event the Go test (which runs no dispatcher) leaves out.
     agent.next().await;
     kernel
-        .wait_for_event(id, EventKind::DispatchAcked, WAIT)
+        .wait_for_event(&id, EventKind::DispatchAcked, WAIT)
         .await
         .unwrap();
-    let types: Vec<String> = event_types(&kernel, id)
+    let types: Vec<String> = event_types(&kernel, &id)
         .into_iter()
         .filter(|t| t != "dispatch.acked")
         .collect();
@@ -208,7 +208,7 @@ async fn a_completed_tool_step_replays_its_result_after_a_redrive() {
     let (kernel, mut agent) = common::kernel_with_agent().await;
     let run = start(&kernel, &mut agent).await;
     let args = json!({"path": "/tmp"});
-    let step_id = step_id_of(run.id, "tool_call", "read", &args, 0);
+    let step_id = step_id_of(&run.id, "tool_call", "read", &args, 0);
 
     let first = run.submit(tool("read", args.clone())).await;
     assert_eq!(first["decision"], "proceed");
@@ -267,7 +267,7 @@ async fn a_submit_under_a_foreign_unknown_or_missing_lease_is_refused() {
         (status, refused["code"].as_str()),
         (400, Some("validation_error"))
     );
-    assert!(kernel.steps(run.id).is_empty());
+    assert!(kernel.steps(&run.id).is_empty());
     kernel.shutdown().await;
 }
 
@@ -300,13 +300,13 @@ async fn a_policy_denial_writes_one_terminal_step_event() {
     let (kernel, mut agent) = kernel_with_policy("default_action: deny\n").await;
     let run = start(&kernel, &mut agent).await;
     let args = json!({"path": "/tmp"});
-    let step_id = step_id_of(run.id, "tool_call", "read", &args, 0);
+    let step_id = step_id_of(&run.id, "tool_call", "read", &args, 0);
 
     let denied = run.submit(tool("read", args)).await;
     assert_eq!(denied["decision"], "denied");
     assert_eq!(denied["step_id"], step_id);
-    assert_eq!(step_type(&kernel, run.id, "step.denied"), "tool_call");
-    assert_eq!(terminal_step_events(&kernel, run.id), ["step.denied"]);
+    assert_eq!(step_type(&kernel, &run.id, "step.denied"), "tool_call");
+    assert_eq!(terminal_step_events(&kernel, &run.id), ["step.denied"]);
     assert_eq!(step(&run, &step_id).await["status"], "denied");
     kernel.shutdown().await;
 }
@@ -330,7 +330,7 @@ async fn a_gated_step_blocks_the_execution_and_proceeds_once_granted() {
     let blocked = run.submit(call.clone()).await;
     assert_eq!(blocked["decision"], "blocked");
     let approval_id = blocked["approval_id"].as_str().unwrap().to_owned();
-    assert_eq!(execution(&kernel, run.id).await["status"], "blocked");
+    assert_eq!(execution(&kernel, &run.id).await["status"], "blocked");
 
     let (status, body) = decide(
         &kernel,
@@ -340,9 +340,9 @@ async fn a_gated_step_blocks_the_execution_and_proceeds_once_granted() {
     )
     .await;
     assert_eq!(status, 204, "{body}");
-    assert_eq!(execution(&kernel, run.id).await["status"], "running");
+    assert_eq!(execution(&kernel, &run.id).await["status"], "running");
 
-    let resumed = Run::attach(&kernel, &mut agent, run.id).await;
+    let resumed = Run::attach(&kernel, &mut agent, &run.id).await;
     let proceed = resumed.submit(call).await;
     assert_eq!(proceed["decision"], "proceed");
     assert_eq!(proceed["step_id"], blocked["step_id"]);
@@ -369,7 +369,7 @@ async fn an_approved_at_most_once_step_still_runs() {
     .await;
     assert_eq!(status, 204);
 
-    let resumed = Run::attach(&kernel, &mut agent, run.id).await;
+    let resumed = Run::attach(&kernel, &mut agent, &run.id).await;
     let proceed = resumed.submit(call).await;
     assert_eq!(proceed["decision"], "proceed", "{proceed}");
     kernel.shutdown().await;
@@ -391,7 +391,7 @@ async fn a_grant_queues_a_fresh_dispatch_at_once() {
     .await;
     assert_eq!(status, 204);
 
-    let types = event_types(&kernel, run.id);
+    let types = event_types(&kernel, &run.id);
     let granted = types.iter().position(|t| t == "approval.granted").unwrap();
     assert!(
         types[granted..].iter().any(|t| t == "dispatch.queued"),
@@ -408,7 +408,7 @@ async fn a_grant_queues_a_fresh_dispatch_at_once() {
 async fn an_llm_call_proceeds_records_and_replays_like_a_tool_call() {
     let (kernel, mut agent) = common::kernel_with_agent().await;
     let run = start(&kernel, &mut agent).await;
-    let step_id = step_id_of(run.id, "llm_call", "gpt-4", &gpt_request(), 0);
+    let step_id = step_id_of(&run.id, "llm_call", "gpt-4", &gpt_request(), 0);
 
     let first = run.submit(llm_step()).await;
     assert_eq!(first["decision"], "proceed");
@@ -432,7 +432,7 @@ async fn an_llm_call_proceeds_records_and_replays_like_a_tool_call() {
 async fn a_submit_after_cancel_is_told_the_execution_is_terminal() {
     let (kernel, mut agent) = common::kernel_with_agent().await;
     let run = start(&kernel, &mut agent).await;
-    assert_eq!(cancel(&kernel, run.id).await.0, 204);
+    assert_eq!(cancel(&kernel, &run.id).await.0, 204);
     let decision = run.submit(tool("read", json!({}))).await;
     assert_eq!(decision, json!({"decision": "execution_terminal"}));
     kernel.shutdown().await;
@@ -459,13 +459,13 @@ async fn a_second_call_over_the_rate_limit_is_refused_without_a_step() {
     assert_eq!(limited["decision"], "rate_limited");
     assert_eq!(limited["reason"], "rate_limit_exceeded");
 
-    let events = events_of(&kernel, run.id, "step.rate_limited");
+    let events = events_of(&kernel, &run.id, "step.rate_limited");
     assert_eq!(events.len(), 1);
     assert_eq!(events[0].payload["rule_id"], "rate-limit-read");
     assert_eq!(events[0].payload["target"], "read");
     assert_eq!(events[0].payload["error"]["reason"], "rate_limit_exceeded");
     assert_eq!(
-        kernel.steps(run.id).len(),
+        kernel.steps(&run.id).len(),
         1,
         "the refused call records no step"
     );
@@ -504,7 +504,7 @@ async fn a_grant_records_the_llm_step_kind() {
     )
     .await;
     assert_eq!(status, 204);
-    assert_eq!(step_type(&kernel, run.id, "step.allowed"), "llm_call");
+    assert_eq!(step_type(&kernel, &run.id, "step.allowed"), "llm_call");
     kernel.shutdown().await;
 }
 
@@ -515,8 +515,8 @@ async fn a_denial_records_the_llm_step_kind_once() {
     let (run, _, approval_id) = blocked_llm(&kernel, &mut agent).await;
     let (status, _) = decide(&kernel, &approval_id, "deny", json!({"decided_by": "bob"})).await;
     assert_eq!(status, 204);
-    assert_eq!(step_type(&kernel, run.id, "step.denied"), "llm_call");
-    assert_eq!(terminal_step_events(&kernel, run.id), ["step.denied"]);
+    assert_eq!(step_type(&kernel, &run.id, "step.denied"), "llm_call");
+    assert_eq!(terminal_step_events(&kernel, &run.id), ["step.denied"]);
     kernel.shutdown().await;
 }
 
@@ -527,9 +527,9 @@ async fn a_denial_resumes_the_execution_and_the_re_proposal_stays_denied() {
     let (run, _, approval_id) = blocked_llm(&kernel, &mut agent).await;
     let (status, _) = decide(&kernel, &approval_id, "deny", json!({"decided_by": "bob"})).await;
     assert_eq!(status, 204);
-    assert_eq!(execution(&kernel, run.id).await["status"], "running");
+    assert_eq!(execution(&kernel, &run.id).await["status"], "running");
 
-    let resumed = Run::attach(&kernel, &mut agent, run.id).await;
+    let resumed = Run::attach(&kernel, &mut agent, &run.id).await;
     let denied = resumed.submit(llm_step()).await;
     assert_eq!(denied["decision"], "denied");
     assert_eq!(denied["reason"], "approval_denied");
@@ -560,7 +560,7 @@ async fn a_denial_rationale_is_the_reason_the_handler_gets() {
     )
     .await;
     assert_eq!(status, 204);
-    let resumed = Run::attach(&kernel, &mut agent, run.id).await;
+    let resumed = Run::attach(&kernel, &mut agent, &run.id).await;
     let denied = resumed.submit(llm_step()).await;
     assert_eq!(denied["decision"], "denied");
     assert_eq!(denied["reason"], rationale);
@@ -574,8 +574,8 @@ async fn an_expiry_records_the_llm_step_kind_once() {
     let (kernel, mut agent) = manual_kernel(Some(gate)).await;
     let (run, _, _) = blocked_llm(&kernel, &mut agent).await;
     kernel.advance(Duration::from_millis(10)).unwrap();
-    assert_eq!(step_type(&kernel, run.id, "step.denied"), "llm_call");
-    assert_eq!(terminal_step_events(&kernel, run.id), ["step.denied"]);
+    assert_eq!(step_type(&kernel, &run.id, "step.denied"), "llm_call");
+    assert_eq!(terminal_step_events(&kernel, &run.id), ["step.denied"]);
     kernel.shutdown().await;
 }
 
@@ -584,9 +584,9 @@ async fn an_expiry_records_the_llm_step_kind_once() {
 async fn a_cancel_denies_the_waiting_llm_step_once() {
     let (kernel, mut agent) = kernel_with_policy(APPROVE_LLM).await;
     let (run, _, _) = blocked_llm(&kernel, &mut agent).await;
-    assert_eq!(cancel(&kernel, run.id).await.0, 204);
-    assert_eq!(step_type(&kernel, run.id, "step.denied"), "llm_call");
-    assert_eq!(terminal_step_events(&kernel, run.id), ["step.denied"]);
+    assert_eq!(cancel(&kernel, &run.id).await.0, 204);
+    assert_eq!(step_type(&kernel, &run.id, "step.denied"), "llm_call");
+    assert_eq!(terminal_step_events(&kernel, &run.id), ["step.denied"]);
     kernel.shutdown().await;
 }
 
@@ -596,15 +596,15 @@ async fn completing_a_step_of_a_cancelled_execution_records_nothing() {
     let (kernel, mut agent) = common::kernel_with_agent().await;
     let run = start(&kernel, &mut agent).await;
     let args = json!({"path": "/tmp"});
-    let step_id = step_id_of(run.id, "tool_call", "read", &args, 0);
+    let step_id = step_id_of(&run.id, "tool_call", "read", &args, 0);
     assert_eq!(run.submit(tool("read", args)).await["decision"], "proceed");
-    assert_eq!(cancel(&kernel, run.id).await.0, 204);
+    assert_eq!(cancel(&kernel, &run.id).await.0, 204);
 
     let late = run
         .complete(&step_id, json!({"result": {"ok": true}}))
         .await;
     assert_eq!(late["decision"], "execution_terminal");
-    assert!(events_of(&kernel, run.id, "step.succeeded").is_empty());
+    assert!(events_of(&kernel, &run.id, "step.succeeded").is_empty());
     assert_ne!(step(&run, &step_id).await["status"], "succeeded");
     kernel.shutdown().await;
 }
@@ -615,9 +615,9 @@ async fn failing_a_step_of_a_cancelled_execution_records_nothing() {
     let (kernel, mut agent) = common::kernel_with_agent().await;
     let run = start(&kernel, &mut agent).await;
     let args = json!({"path": "/tmp"});
-    let step_id = step_id_of(run.id, "tool_call", "read", &args, 0);
+    let step_id = step_id_of(&run.id, "tool_call", "read", &args, 0);
     assert_eq!(run.submit(tool("read", args)).await["decision"], "proceed");
-    assert_eq!(cancel(&kernel, run.id).await.0, 204);
+    assert_eq!(cancel(&kernel, &run.id).await.0, 204);
 
     let (status, late) = run
         .post(
@@ -627,7 +627,7 @@ async fn failing_a_step_of_a_cancelled_execution_records_nothing() {
         .await;
     assert_eq!(status, 200, "{late}");
     assert_eq!(late["decision"], "execution_terminal");
-    assert!(events_of(&kernel, run.id, "step.failed").is_empty());
+    assert!(events_of(&kernel, &run.id, "step.failed").is_empty());
     assert_ne!(step(&run, &step_id).await["status"], "failed");
     kernel.shutdown().await;
 }
@@ -638,14 +638,14 @@ async fn a_cancel_settles_executing_steps_as_cancelled() {
     let (kernel, mut agent) = common::kernel_with_agent().await;
     let run = start(&kernel, &mut agent).await;
     let args = json!({"cmd": "sleep 60"});
-    let step_id = step_id_of(run.id, "tool_call", "bash", &args, 0);
+    let step_id = step_id_of(&run.id, "tool_call", "bash", &args, 0);
     assert_eq!(run.submit(tool("bash", args)).await["decision"], "proceed");
-    assert_eq!(cancel(&kernel, run.id).await.0, 204);
+    assert_eq!(cancel(&kernel, &run.id).await.0, 204);
 
     let cancelled = step(&run, &step_id).await;
     assert_eq!(cancelled["status"], "cancelled");
     assert!(cancelled["completed_at"].is_string(), "{cancelled}");
-    assert_eq!(terminal_step_events(&kernel, run.id), ["step.cancelled"]);
+    assert_eq!(terminal_step_events(&kernel, &run.id), ["step.cancelled"]);
     kernel.shutdown().await;
 }
 
@@ -654,7 +654,7 @@ async fn a_cancel_settles_executing_steps_as_cancelled() {
 async fn a_cancel_expires_the_pending_approval() {
     let (kernel, mut agent) = kernel_with_policy(APPROVE_LLM).await;
     let (run, _, approval_id) = blocked_llm(&kernel, &mut agent).await;
-    assert_eq!(cancel(&kernel, run.id).await.0, 204);
+    assert_eq!(cancel(&kernel, &run.id).await.0, 204);
     assert_eq!(approval(&kernel, &approval_id).await["status"], "expired");
     kernel.shutdown().await;
 }
@@ -834,13 +834,13 @@ async fn a_limited_call_within_max_wait_parks_on_a_deferred_dispatch() {
         parked,
         json!({"decision": "blocked", "reason": "rate_limit_exceeded"})
     );
-    assert_eq!(execution(&kernel, run.id).await["status"], "running");
+    assert_eq!(execution(&kernel, &run.id).await["status"], "running");
     assert_eq!(
-        kernel.steps(run.id).len(),
+        kernel.steps(&run.id).len(),
         1,
         "a parked call writes no step"
     );
-    let types = event_types(&kernel, run.id);
+    let types = event_types(&kernel, &run.id);
     let limited = types.iter().position(|t| t == "step.rate_limited").unwrap();
     assert!(
         types[limited..].iter().any(|t| t == "dispatch.queued"),
@@ -866,20 +866,20 @@ async fn an_execution_parks_only_once_then_limited_calls_are_refused() {
     assert_eq!(run.submit(call.clone()).await["decision"], "blocked");
 
     kernel.advance(Duration::from_secs(120)).unwrap();
-    let resumed = Run::attach(&kernel, &mut agent, run.id).await;
+    let resumed = Run::attach(&kernel, &mut agent, &run.id).await;
     // The resumed handler replays what it recorded, then re-submits the limited call (the
     // bucket has refilled by the time the resume dispatch is due).
     let replayed = resumed.submit(call.clone()).await;
     assert_eq!(replayed["step_id"], first["step_id"]);
     assert_eq!(resumed.submit(call.clone()).await["decision"], "proceed");
     // Over the limit again: refused this time, and no dispatch is queued.
-    let queued = events_of(&kernel, run.id, "dispatch.queued").len();
+    let queued = events_of(&kernel, &run.id, "dispatch.queued").len();
     let refused = resumed.submit(call).await;
     assert_eq!(
         refused,
         json!({"decision": "rate_limited", "reason": "rate_limit_exceeded"})
     );
-    assert_eq!(events_of(&kernel, run.id, "dispatch.queued").len(), queued);
+    assert_eq!(events_of(&kernel, &run.id, "dispatch.queued").len(), queued);
     kernel.shutdown().await;
 }
 
@@ -945,11 +945,11 @@ async fn an_expired_approval_resumes_and_the_re_proposal_is_denied_approval_time
 
     kernel.advance(Duration::from_millis(10)).unwrap();
     let resumed = kernel
-        .wait_until(run.id, WAIT, |s| s == ExecutionStatus::Running)
+        .wait_until(&run.id, WAIT, |s| s == ExecutionStatus::Running)
         .await
         .unwrap();
     assert_eq!(resumed.failure_reason, "");
-    let resumed = Run::attach(&kernel, &mut agent, run.id).await;
+    let resumed = Run::attach(&kernel, &mut agent, &run.id).await;
     let denied = resumed.submit(call).await;
     assert_eq!(denied["decision"], "denied");
     assert_eq!(denied["reason"], "approval_timeout");
@@ -969,10 +969,10 @@ async fn an_execution_past_its_deadline_is_cancelled_deadline_exceeded() {
     let (status, created) = create(&kernel, json!({"agent_id": "hello", "input": {}})).await;
     assert_eq!(status, 201, "{created}");
     assert!(created["deadline_at"].is_string(), "{created}");
-    let id: Uuid = created["id"].as_str().unwrap().parse().unwrap();
+    let id = created["id"].as_str().unwrap().to_owned();
 
     kernel.advance(Duration::from_millis(10)).unwrap();
-    let done = kernel.wait_terminal(id, WAIT).await.unwrap();
+    let done = kernel.wait_terminal(&id, WAIT).await.unwrap();
     assert_eq!(done.status, ExecutionStatus::Cancelled);
     assert_eq!(done.failure_reason, "deadline_exceeded");
     kernel.shutdown().await;
@@ -1132,7 +1132,7 @@ async fn step_allowed_records_the_sha256_of_the_bundle() {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    let allowed = events_of(&kernel, run.id, "step.allowed");
+    let allowed = events_of(&kernel, &run.id, "step.allowed");
     assert_eq!(allowed[0].payload["policy_hash"], digest.as_str());
     kernel.shutdown().await;
 }
@@ -1305,11 +1305,11 @@ async fn a_cancel_ends_the_log_with_execution_cancelled() {
     let (kernel, mut agent) = common::kernel_with_agent().await;
     let run = start(&kernel, &mut agent).await;
     kernel
-        .wait_for_event(run.id, EventKind::DispatchAcked, WAIT)
+        .wait_for_event(&run.id, EventKind::DispatchAcked, WAIT)
         .await
         .unwrap();
-    assert_eq!(cancel(&kernel, run.id).await.0, 204);
-    let types = event_types(&kernel, run.id);
+    assert_eq!(cancel(&kernel, &run.id).await.0, 204);
+    let types = event_types(&kernel, &run.id);
     assert_eq!(
         types.last().map(String::as_str),
         Some("execution.cancelled")
@@ -1321,7 +1321,7 @@ async fn a_cancel_ends_the_log_with_execution_cancelled() {
 #[tokio::test]
 async fn cancelling_an_unknown_execution_is_not_found() {
     let (kernel, _agent) = common::kernel_with_agent().await;
-    let (status, body) = cancel(&kernel, Uuid::now_v7()).await;
+    let (status, body) = cancel(&kernel, &Uuid::now_v7().to_string()).await;
     assert_eq!((status, body["code"].as_str()), (404, Some("not_found")));
     kernel.shutdown().await;
 }
@@ -1333,8 +1333,8 @@ async fn cancelling_an_unknown_execution_is_not_found() {
 async fn cancelling_twice_is_a_conflict() {
     let (kernel, mut agent) = common::kernel_with_agent().await;
     let run = start(&kernel, &mut agent).await;
-    assert_eq!(cancel(&kernel, run.id).await.0, 204);
-    let (status, body) = cancel(&kernel, run.id).await;
+    assert_eq!(cancel(&kernel, &run.id).await.0, 204);
+    let (status, body) = cancel(&kernel, &run.id).await;
     assert_eq!(
         (status, body["code"].as_str()),
         (409, Some("conflict")),
@@ -1352,13 +1352,13 @@ async fn a_cancel_with_a_live_step_cancels_both() {
         run.submit(tool("web_search", json!({}))).await["decision"],
         "proceed"
     );
-    assert_eq!(cancel(&kernel, run.id).await.0, 204);
-    let types = event_types(&kernel, run.id);
+    assert_eq!(cancel(&kernel, &run.id).await.0, 204);
+    let types = event_types(&kernel, &run.id);
     assert!(types.iter().any(|t| t == "step.cancelled"), "{types:?}");
     assert!(
         types.iter().any(|t| t == "execution.cancelled"),
         "{types:?}"
     );
-    assert_eq!(execution(&kernel, run.id).await["status"], "cancelled");
+    assert_eq!(execution(&kernel, &run.id).await["status"], "cancelled");
     kernel.shutdown().await;
 }

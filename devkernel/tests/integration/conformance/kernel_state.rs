@@ -5,9 +5,10 @@
 
 use std::time::Duration;
 
-use rebuno_devkernel::{AgentSpec, DevKernel, DevKernelBuilder, ExecutionStatus, Timestamp};
+use crate::common::time::Timestamp;
+use rebuno::wire::ExecutionStatus;
+use rebuno_devkernel::{AgentSpec, DevKernel, DevKernelBuilder};
 use serde_json::{Value, json};
-use uuid::Uuid;
 
 use crate::common::{AgentClient, Delivery, FakeAgent, Run, SECRET, client, events_of};
 
@@ -72,7 +73,7 @@ impl Lab {
     }
 
     /// Creates an execution of `agent` (in `session` when given) and returns its id.
-    async fn create_in(&self, agent: &str, session: Option<&str>) -> Uuid {
+    async fn create_in(&self, agent: &str, session: Option<&str>) -> String {
         let mut body = json!({"agent_id": agent, "input": {}});
         if let Some(session) = session {
             body["session"] = json!(session);
@@ -82,8 +83,8 @@ impl Lab {
 
     /// Waits for the next delivery of `id` (keeping other executions' for later) and signs
     /// as the execution's agent with that lease.
-    async fn lease(&mut self, id: Uuid) -> Run {
-        let wanted = id.to_string();
+    async fn lease(&mut self, id: &str) -> Run {
+        let wanted = id.to_owned();
         let delivery = match self.early.iter().position(|d| d.execution_id == wanted) {
             Some(at) => self.early.remove(at),
             None => loop {
@@ -97,14 +98,14 @@ impl Lab {
         let mut api = AgentClient::new(&self.kernel.url());
         api.agent_id = self.get(id).await["agent_id"].as_str().unwrap().to_owned();
         Run {
-            id,
+            id: id.to_owned(),
             dispatch: delivery.dispatch_id,
             attempt: delivery.attempt,
             api,
         }
     }
 
-    async fn get(&self, id: Uuid) -> Value {
+    async fn get(&self, id: &str) -> Value {
         let (status, body) = self
             .call("GET", &format!("/v0/executions/{id}"), None)
             .await;
@@ -112,12 +113,12 @@ impl Lab {
         body
     }
 
-    async fn status(&self, id: Uuid) -> String {
+    async fn status(&self, id: &str) -> String {
         self.get(id).await["status"].as_str().unwrap().to_owned()
     }
 
     /// `POST /v0/executions/{id}/fork` with `token` (the lab's when `None`).
-    async fn fork_as(&self, id: Uuid, body: Value, token: Option<&str>) -> (u16, Value) {
+    async fn fork_as(&self, id: &str, body: Value, token: Option<&str>) -> (u16, Value) {
         let token = token.or(self.token.as_deref());
         client(
             "POST",
@@ -128,18 +129,18 @@ impl Lab {
         .await
     }
 
-    async fn fork(&self, id: Uuid, body: Value) -> (Uuid, Value) {
+    async fn fork(&self, id: &str, body: Value) -> (String, Value) {
         let (status, fork) = self.fork_as(id, body, None).await;
         assert_eq!(status, 201, "{fork}");
         (id_of(&fork), fork)
     }
 
     /// The seq of the execution's newest event.
-    fn latest(&self, id: Uuid) -> u64 {
+    fn latest(&self, id: &str) -> u64 {
         self.kernel.events(id).last().unwrap().event_seq
     }
 
-    async fn fork_points(&self, id: Uuid) -> Value {
+    async fn fork_points(&self, id: &str) -> Value {
         let (status, points) = self
             .call("GET", &format!("/v0/executions/{id}/fork-points"), None)
             .await;
@@ -148,7 +149,7 @@ impl Lab {
     }
 
     /// Whether every resource registered by `seq` has a checkpoint covering `seq`.
-    async fn covered_at(&self, id: Uuid, seq: u64) -> bool {
+    async fn covered_at(&self, id: &str, seq: u64) -> bool {
         let points = self.fork_points(id).await;
         let latest = points["latest_seq"].as_u64().unwrap();
         assert!((1..=latest).contains(&seq), "{seq} outside 1..={latest}");
@@ -175,14 +176,14 @@ impl Lab {
         assert_eq!(status, 204, "{body}");
     }
 
-    async fn cancel(&self, id: Uuid) {
+    async fn cancel(&self, id: &str) {
         let (status, body) = self
             .call("POST", &format!("/v0/executions/{id}/cancel"), None)
             .await;
         assert!(status < 300, "{status} {body}");
     }
 
-    async fn wait_status(&self, id: Uuid, status: ExecutionStatus) -> String {
+    async fn wait_status(&self, id: &str, status: ExecutionStatus) -> String {
         let _ = self
             .kernel
             .wait_until(id, Duration::from_secs(2), |s| s == status)
@@ -191,8 +192,8 @@ impl Lab {
     }
 }
 
-fn id_of(execution: &Value) -> Uuid {
-    execution["id"].as_str().unwrap().parse().unwrap()
+fn id_of(execution: &Value) -> String {
+    execution["id"].as_str().unwrap().to_owned()
 }
 
 fn step_id(decision: &Value) -> &str {
@@ -289,7 +290,7 @@ fn touched(decision: &Value) -> Vec<Value> {
         .unwrap_or_default()
 }
 
-fn refusals(kernel: &DevKernel, id: Uuid) -> Vec<String> {
+fn refusals(kernel: &DevKernel, id: &str) -> Vec<String> {
     events_of(kernel, id, "resource.checkpoint_failed")
         .iter()
         .map(|e| e.payload["error"].as_str().unwrap().to_owned())
@@ -304,26 +305,26 @@ fn refusals(kernel: &DevKernel, id: Uuid) -> Vec<String> {
 async fn fork_replays_steps_recorded_before_the_fork_point() {
     let mut lab = Lab::new().await;
     let source = lab.create_in("hello", Some("main")).await;
-    let run = lab.lease(source).await;
+    let run = lab.lease(&source).await;
     run_step(&run, "search", "safe_to_retry", json!({"hits": 1})).await;
-    let at = lab.latest(source);
+    let at = lab.latest(&source);
     run_step(&run, "summarize", "safe_to_retry", json!("old")).await;
 
     let (fork_id, fork) = lab
-        .fork(source, json!({"session": "rewind", "at_seq": at}))
+        .fork(&source, json!({"session": "rewind", "at_seq": at}))
         .await;
     assert_eq!(fork["forked_from"], json!(source));
     assert_eq!(fork["fork_seq"], at);
     assert!(fork["parent_execution_id"].is_null(), "{fork}");
 
-    let rerun = lab.lease(fork_id).await;
+    let rerun = lab.lease(&fork_id).await;
     let replayed = run_step(&rerun, "search", "safe_to_retry", json!({})).await;
     assert_eq!(replayed["decision"], "replay");
     let live = run_step(&rerun, "summarize", "safe_to_retry", json!("new")).await;
     assert_eq!(live["decision"], "proceed");
 
     let mut types = Vec::new();
-    for event in lab.kernel.events(fork_id) {
+    for event in lab.kernel.events(&fork_id) {
         let started = event.kind == "execution.started";
         types.push(event.kind);
         if started {
@@ -374,13 +375,13 @@ async fn effect_fork(lab: &mut Lab) -> Run {
         .await;
     assert_eq!(status, 204, "{body}");
     let source = lab.create_in("hello", Some("main")).await;
-    let run = lab.lease(source).await;
+    let run = lab.lease(&source).await;
     run_step(&run, "write", "at_most_once", json!("recorded")).await;
-    let at = lab.latest(source);
-    let (fork_id, fork) = lab.fork(source, json!({"at_seq": at})).await;
+    let at = lab.latest(&source);
+    let (fork_id, fork) = lab.fork(&source, json!({"at_seq": at})).await;
     assert_eq!(fork["status"], "running", "{fork}");
     assert!(fork["session"].is_null(), "{fork}");
-    let rerun = lab.lease(fork_id).await;
+    let rerun = lab.lease(&fork_id).await;
     let copied = run_step(&rerun, "write", "at_most_once", json!({})).await;
     assert_eq!(
         (copied["decision"].clone(), copied["result"].clone()),
@@ -416,13 +417,13 @@ async fn a_forks_live_at_most_once_step_the_policy_denies_is_denied() {
 async fn a_forks_live_at_most_once_step_the_policy_gates_waits_for_its_approval() {
     let mut lab = Lab::new().await;
     let rerun = effect_fork(&mut lab).await;
-    let fork_id = rerun.id;
+    let fork_id = rerun.id.clone();
     let live = run_step(&rerun, "publish", "at_most_once", json!("new")).await;
     assert_eq!(live["decision"], "blocked", "{live}");
-    let awaiting = &events_of(&lab.kernel, fork_id, "step.awaiting_approval")[0];
+    let awaiting = &events_of(&lab.kernel, &fork_id, "step.awaiting_approval")[0];
     assert_eq!(awaiting.payload["rule_id"], "approve-publish");
     lab.grant(&live["approval_id"]).await;
-    let resumed = lab.lease(fork_id).await;
+    let resumed = lab.lease(&fork_id).await;
     let approved = run_step(&resumed, "publish", "at_most_once", json!("approved")).await;
     assert_eq!(approved["decision"], "proceed", "{approved}");
 }
@@ -432,7 +433,7 @@ async fn a_forks_live_at_most_once_step_the_policy_gates_waits_for_its_approval(
 async fn create_continues_a_named_parent() {
     let mut lab = Lab::new().await;
     let source = lab.create_in("hello", Some("main")).await;
-    let run = lab.lease(source).await;
+    let run = lab.lease(&source).await;
     let with_parent = |session: Option<&str>| {
         let mut body = json!({"agent_id": "hello", "input": {}, "parent_execution_id": source});
         if let Some(session) = session {
@@ -458,7 +459,7 @@ async fn create_continues_a_named_parent() {
         .await;
     assert_eq!(previous, json!({"state": {"turns": 1}}));
 
-    let branch_run = lab.lease(branch).await;
+    let branch_run = lab.lease(&branch).await;
     complete_execution(&branch_run, json!({"output": {}})).await;
     let next = lab
         .create(json!({"agent_id": "hello", "session": "alt"}))
@@ -472,20 +473,19 @@ async fn create_continues_a_named_parent() {
 async fn fork_policy_override_needs_policies_write_and_is_inherited() {
     let mut lab = Lab::new().await;
     let source = lab.create_in("hello", Some("main")).await;
-    let run = lab.lease(source).await;
-    let at = lab.latest(source);
+    let run = lab.lease(&source).await;
+    let at = lab.latest(&source);
     let deny = "rules:\n  - id: no-search\n    when:\n      target: search\n    then:\n      decision: deny\n";
     let writer = lab
         .kernel
         .create_api_key("writer", &["executions:write"])
-        .unwrap()
-        .token;
+        .unwrap();
 
     let strict = json!({"session": "strict", "at_seq": at, "policy_bundle": deny});
-    let (status, body) = lab.fork_as(source, strict.clone(), Some(&writer)).await;
+    let (status, body) = lab.fork_as(&source, strict.clone(), Some(&writer)).await;
     assert_eq!(status, 403, "override without policies:write: {body}");
-    let (fork_id, _) = lab.fork(source, strict).await;
-    let fork_run = lab.lease(fork_id).await;
+    let (fork_id, _) = lab.fork(&source, strict).await;
+    let fork_run = lab.lease(&fork_id).await;
     let denied = run_step(&fork_run, "search", "at_most_once", json!({})).await;
     assert_eq!(denied["decision"], "denied", "fork under the override");
     let allowed = run_step(&run, "search", "at_most_once", json!({})).await;
@@ -494,12 +494,12 @@ async fn fork_policy_override_needs_policies_write_and_is_inherited() {
         "source under the agent policy"
     );
 
-    let fork_at = lab.latest(fork_id);
+    let fork_at = lab.latest(&fork_id);
     let (status, inherited) = lab
-        .fork_as(fork_id, json!({"at_seq": fork_at}), Some(&writer))
+        .fork_as(&fork_id, json!({"at_seq": fork_at}), Some(&writer))
         .await;
     assert_eq!(status, 201, "{inherited}");
-    let inherited_run = lab.lease(id_of(&inherited)).await;
+    let inherited_run = lab.lease(&id_of(&inherited)).await;
     for what in ["copied denial", "live call under the inherited policy"] {
         let decision = run_step(&inherited_run, "search", "at_most_once", json!({})).await;
         assert_eq!(decision["decision"], "denied", "{what}: {decision}");
@@ -507,11 +507,11 @@ async fn fork_policy_override_needs_policies_write_and_is_inherited() {
 
     let (replaced, _) = lab
         .fork(
-            fork_id,
+            &fork_id,
             json!({"at_seq": fork_at, "policy_bundle": ALLOW_SEARCH}),
         )
         .await;
-    let replaced_run = lab.lease(replaced).await;
+    let replaced_run = lab.lease(&replaced).await;
     let copied = run_step(&replaced_run, "search", "at_most_once", json!({})).await;
     assert_eq!(
         copied["decision"], "denied",
@@ -527,11 +527,14 @@ const ALLOW_SEARCH: &str = "rules:\n  - id: allow-search\n    when:\n      targe
 async fn a_live_at_most_once_step_a_forks_own_bundle_allows_proceeds() {
     let mut lab = Lab::new().await;
     let source = lab.create_in("hello", Some("main")).await;
-    let at = lab.latest(source);
+    let at = lab.latest(&source);
     let (fork_id, _) = lab
-        .fork(source, json!({"at_seq": at, "policy_bundle": ALLOW_SEARCH}))
+        .fork(
+            &source,
+            json!({"at_seq": at, "policy_bundle": ALLOW_SEARCH}),
+        )
         .await;
-    let rerun = lab.lease(fork_id).await;
+    let rerun = lab.lease(&fork_id).await;
     let live = run_step(&rerun, "search", "at_most_once", json!({})).await;
     assert_eq!(
         live["decision"], "proceed",
@@ -551,7 +554,7 @@ async fn session_continues_resource_bindings_and_forks_restore_separately() {
     let database = json!({"key": "database", "driver_id": "database.v1"});
 
     let first = lab.create_in("hello", Some("main")).await;
-    let run = lab.lease(first).await;
+    let run = lab.lease(&first).await;
     register(&run, policy.clone()).await;
     bind(&run, "workspace", original.clone()).await;
     register(&run, database.clone()).await;
@@ -562,7 +565,7 @@ async fn session_continues_resource_bindings_and_forks_restore_separately() {
     let second = lab.create_in("hello", Some("main")).await;
     complete_execution(&run, json!({"output": {}})).await;
 
-    let second_run = lab.lease(second).await;
+    let second_run = lab.lease(&second).await;
     let view = register(&second_run, workspace(json!({}))).await;
     assert!(view["checkpoint_ref"].is_null(), "{view}");
     assert_eq!(view["covered"], false);
@@ -590,11 +593,11 @@ async fn session_continues_resource_bindings_and_forks_restore_separately() {
 
     let (fork_id, _) = lab
         .fork(
-            second,
-            json!({"at_seq": lab.latest(second), "session": "branch"}),
+            &second,
+            json!({"at_seq": lab.latest(&second), "session": "branch"}),
         )
         .await;
-    let fork_run = lab.lease(fork_id).await;
+    let fork_run = lab.lease(&fork_id).await;
     let view = register(&fork_run, policy.clone()).await;
     assert!(view["binding"].is_null(), "{view}");
     assert_eq!(view["checkpoint_ref"], "second-workspace");
@@ -604,7 +607,7 @@ async fn session_continues_resource_bindings_and_forks_restore_separately() {
     complete_execution(&fork_run, json!({"output": {}})).await;
 
     let followup = lab.create_in("hello", Some("branch")).await;
-    let followup_run = lab.lease(followup).await;
+    let followup_run = lab.lease(&followup).await;
     let view = register(&followup_run, policy.clone()).await;
     assert!(view["checkpoint_ref"].is_null(), "{view}");
     assert_eq!(view["covered"], false);
@@ -619,7 +622,7 @@ async fn session_continues_resource_bindings_and_forks_restore_separately() {
 async fn session_resource_bindings_stay_within_their_agent_and_session() {
     let mut lab = Lab::new().await;
     let source = lab.create_in("hello", Some("main")).await;
-    let run = lab.lease(source).await;
+    let run = lab.lease(&source).await;
     register(&run, workspace(json!({}))).await;
     bind(&run, "workspace", json!({"sandbox_id": "source"})).await;
     complete_execution(&run, json!({"output": {}})).await;
@@ -627,7 +630,7 @@ async fn session_resource_bindings_stay_within_their_agent_and_session() {
     let other_agent = lab.create_in(OTHER, Some("main")).await;
     let other_session = lab.create_in("hello", Some("other")).await;
     for id in [other_agent, other_session] {
-        let run = lab.lease(id).await;
+        let run = lab.lease(&id).await;
         let view = register(&run, workspace(json!({}))).await;
         assert!(view["binding"].is_null(), "inherited a binding: {view}");
     }
@@ -639,7 +642,7 @@ async fn session_resource_bindings_stay_within_their_agent_and_session() {
 async fn a_branch_from_a_named_parent_inherits_no_bindings() {
     let mut lab = Lab::new().await;
     let source = lab.create_in("hello", Some("main")).await;
-    let run = lab.lease(source).await;
+    let run = lab.lease(&source).await;
     register(&run, workspace(json!({}))).await;
     bind(&run, "workspace", json!({"sandbox_id": "source"})).await;
     complete_execution(&run, json!({"output": {}})).await;
@@ -647,7 +650,7 @@ async fn a_branch_from_a_named_parent_inherits_no_bindings() {
     let branched = lab
         .create(json!({"agent_id": "hello", "input": {}, "parent_execution_id": source, "session": "branched"}))
         .await;
-    let run = lab.lease(id_of(&branched)).await;
+    let run = lab.lease(&id_of(&branched)).await;
     let view = register(&run, workspace(json!({}))).await;
     assert!(view["binding"].is_null(), "inherited a binding: {view}");
 }
@@ -658,11 +661,11 @@ async fn fork_restores_each_resource_from_its_newest_checkpoint_by_the_fork_poin
     let mut lab = Lab::new().await;
     let policy = workspace(json!({"coverage_reuse": true, "every_steps": 2}));
     let source = lab.create_in("hello", Some("main")).await;
-    let run = lab.lease(source).await;
+    let run = lab.lease(&source).await;
     register(&run, policy.clone()).await;
     bind(&run, "workspace", json!({"sandbox_id": "sbx-1"})).await;
     publish_workspace(&run, 0, "s0").await;
-    let baseline = lab.latest(source);
+    let baseline = lab.latest(&source);
 
     let first = run.submit(declaring("write", &["workspace"])).await;
     let resources = touched(&first);
@@ -670,7 +673,7 @@ async fn fork_restores_each_resource_from_its_newest_checkpoint_by_the_fork_poin
     assert_eq!(resources[0]["generation"], 1);
     assert_ne!(resources[0]["due"], true, "{first}");
     complete_tool(&run, &first, "").await;
-    let uncaptured = lab.latest(source);
+    let uncaptured = lab.latest(&source);
 
     let second = run.submit(declaring("write", &["workspace"])).await;
     assert_eq!(touched(&second)[0]["due"], true, "{second}");
@@ -684,14 +687,14 @@ async fn fork_restores_each_resource_from_its_newest_checkpoint_by_the_fork_poin
         assert!(touched(&decision).is_empty(), "{decision}");
         complete_tool(&run, &decision, "").await;
     }
-    let after_read = lab.latest(source);
+    let after_read = lab.latest(&source);
 
-    let (uncovered, forked) = lab.fork(source, json!({"at_seq": uncaptured})).await;
+    let (uncovered, forked) = lab.fork(&source, json!({"at_seq": uncaptured})).await;
     let restoration = &forked["restoration"]["workspace"];
     assert_eq!(restoration["checkpoint_ref"], "s0", "{forked}");
     assert_eq!(restoration["checkpoint_seq"], baseline - 1, "{forked}");
     assert_eq!(restoration["covered"], false, "{forked}");
-    let uncovered_run = lab.lease(uncovered).await;
+    let uncovered_run = lab.lease(&uncovered).await;
     let view = register(&uncovered_run, policy.clone()).await;
     assert_eq!(view["checkpoint_ref"], "s0", "{view}");
     assert!(view["binding"].is_null(), "{view}");
@@ -704,12 +707,12 @@ async fn fork_restores_each_resource_from_its_newest_checkpoint_by_the_fork_poin
         (json!(1), json!(2), json!(false)),
         "resource forked between checkpoints: {view}"
     );
-    let boundary = lab.latest(uncovered);
+    let boundary = lab.latest(&uncovered);
     publish_workspace(&uncovered_run, 2, "restored").await;
-    assert!(!lab.covered_at(uncovered, boundary - 1).await);
-    assert!(lab.covered_at(uncovered, lab.latest(uncovered)).await);
+    assert!(!lab.covered_at(&uncovered, boundary - 1).await);
+    assert!(lab.covered_at(&uncovered, lab.latest(&uncovered)).await);
 
-    let (fork_id, forked) = lab.fork(source, json!({"at_seq": after_read})).await;
+    let (fork_id, forked) = lab.fork(&source, json!({"at_seq": after_read})).await;
     let restoration = &forked["restoration"]["workspace"];
     assert_eq!(
         (
@@ -719,8 +722,8 @@ async fn fork_restores_each_resource_from_its_newest_checkpoint_by_the_fork_poin
         (json!(true), json!("s2")),
         "{forked}"
     );
-    assert!(lab.get(fork_id).await.get("restoration").is_none());
-    let fork_run = lab.lease(fork_id).await;
+    assert!(lab.get(&fork_id).await.get("restoration").is_none());
+    let fork_run = lab.lease(&fork_id).await;
     let view = register(&fork_run, policy).await;
     assert_eq!(view["checkpoint_ref"], "s2", "{view}");
     assert!(view["binding"].is_null(), "{view}");
@@ -736,7 +739,7 @@ async fn fork_restores_each_resource_from_its_newest_checkpoint_by_the_fork_poin
     let copied = fork_run.submit(declaring("write", &["workspace"])).await;
     assert_eq!(copied["decision"], "replay");
     assert!(touched(&copied).is_empty(), "{copied}");
-    assert!(lab.covered_at(fork_id, lab.latest(fork_id)).await);
+    assert!(lab.covered_at(&fork_id, lab.latest(&fork_id)).await);
 }
 
 /// Go: TestCaptureThatNoLongerDescribesItsResourceIsRefused (internal/kernel/resource_test.go)
@@ -744,7 +747,7 @@ async fn fork_restores_each_resource_from_its_newest_checkpoint_by_the_fork_poin
 async fn a_capture_that_no_longer_describes_its_resource_is_refused() {
     let mut lab = Lab::new().await;
     let exec = lab.create_in("hello", None).await;
-    let run = lab.lease(exec).await;
+    let run = lab.lease(&exec).await;
     register(&run, workspace(json!({"coverage_reuse": true}))).await;
 
     let stale = run.submit(declaring("write", &["workspace"])).await;
@@ -759,7 +762,7 @@ async fn a_capture_that_no_longer_describes_its_resource_is_refused() {
     run.complete(step_id(&a), racing).await;
 
     assert_eq!(
-        refusals(&lab.kernel, exec),
+        refusals(&lab.kernel, &exec),
         ["stale_generation", "writers_active"]
     );
     let (_, step) = run
@@ -772,7 +775,7 @@ async fn a_capture_that_no_longer_describes_its_resource_is_refused() {
         )
         .await;
     assert_eq!(step["status"], "succeeded", "{step}");
-    assert!(!lab.covered_at(exec, lab.latest(exec)).await);
+    assert!(!lab.covered_at(&exec, lab.latest(&exec)).await);
 }
 
 /// Go: TestLLMStepEndsCoverageOnlyWithoutCoverageReuse (internal/kernel/resource_test.go)
@@ -781,7 +784,7 @@ async fn an_llm_step_ends_coverage_only_without_coverage_reuse() {
     for reuse in [true, false] {
         let mut lab = Lab::new().await;
         let exec = lab.create_in("hello", None).await;
-        let run = lab.lease(exec).await;
+        let run = lab.lease(&exec).await;
         register(&run, workspace(json!({"coverage_reuse": reuse}))).await;
         publish_workspace(&run, 0, "s0").await;
         let llm = run
@@ -789,7 +792,7 @@ async fn an_llm_step_ends_coverage_only_without_coverage_reuse() {
             .await;
         assert_eq!(llm["decision"], "proceed");
         assert_eq!(
-            lab.covered_at(exec, lab.latest(exec)).await,
+            lab.covered_at(&exec, lab.latest(&exec)).await,
             reuse,
             "coverage_reuse={reuse}"
         );
@@ -806,7 +809,7 @@ async fn an_llm_step_ends_coverage_only_without_coverage_reuse() {
 async fn a_step_declaring_an_unregistered_resource_is_rejected() {
     let mut lab = Lab::new().await;
     let exec = lab.create_in("hello", None).await;
-    let run = lab.lease(exec).await;
+    let run = lab.lease(&exec).await;
     let body = declaring("write", &["workspace"]).to_string();
     let (status, answer) = run.post("/steps", &body).await;
     assert_eq!(
@@ -821,16 +824,16 @@ async fn a_step_declaring_an_unregistered_resource_is_rejected() {
 async fn fork_without_a_checkpoint_uses_the_initial_environment() {
     let mut lab = Lab::new().await;
     let exec = lab.create_in("hello", None).await;
-    let run = lab.lease(exec).await;
+    let run = lab.lease(&exec).await;
     let policy = workspace(json!({"coverage_reuse": true}));
     register(&run, policy.clone()).await;
-    let (fork_id, fork) = lab.fork(exec, json!({"at_seq": lab.latest(exec)})).await;
+    let (fork_id, fork) = lab.fork(&exec, json!({"at_seq": lab.latest(&exec)})).await;
     assert_eq!(
         fork["restoration"],
         json!({"workspace": {"covered": false}}),
         "{fork}"
     );
-    let fork_run = lab.lease(fork_id).await;
+    let fork_run = lab.lease(&fork_id).await;
     let view = register(&fork_run, policy).await;
     assert!(view["checkpoint_ref"].is_null(), "{view}");
     assert!(view["binding"].is_null(), "{view}");
@@ -850,20 +853,20 @@ async fn fork_without_a_checkpoint_uses_the_initial_environment() {
 async fn fork_at_a_captured_outcome_logs_its_checkpoints() {
     let mut lab = Lab::new().await;
     let exec = lab.create_in("hello", None).await;
-    let run = lab.lease(exec).await;
+    let run = lab.lease(&exec).await;
     register(&run, workspace(json!({"coverage_reuse": true}))).await;
     publish_workspace(&run, 0, "s0").await;
     let write = run.submit(declaring("write", &["workspace"])).await;
     complete_tool(&run, &write, "s1").await;
-    let outcome = lab.latest(exec) - 1;
+    let outcome = lab.latest(&exec) - 1;
 
-    let (fork_id, _) = lab.fork(exec, json!({"at_seq": outcome})).await;
-    let refs: Vec<Value> = events_of(&lab.kernel, fork_id, "resource.checkpointed")
+    let (fork_id, _) = lab.fork(&exec, json!({"at_seq": outcome})).await;
+    let refs: Vec<Value> = events_of(&lab.kernel, &fork_id, "resource.checkpointed")
         .iter()
         .map(|e| e.payload["checkpoint_ref"].clone())
         .collect();
     assert_eq!(refs, [json!("s0"), json!("s1")]);
-    let executing = events_of(&lab.kernel, fork_id, "step.executing");
+    let executing = events_of(&lab.kernel, &fork_id, "step.executing");
     let generations = &executing.last().unwrap().payload["generations"];
     assert_eq!(generations["workspace"], 1, "{generations}");
 }
@@ -873,7 +876,7 @@ async fn fork_at_a_captured_outcome_logs_its_checkpoints() {
 async fn a_repeated_registration_keeps_its_policy_and_refuses_another_driver_or_capability() {
     let mut lab = Lab::new().await;
     let exec = lab.create_in("hello", None).await;
-    let run = lab.lease(exec).await;
+    let run = lab.lease(&exec).await;
     register(&run, workspace(json!({"every_steps": 5}))).await;
     let again = register(&run, workspace(json!({"every_steps": 1}))).await;
     assert_eq!(again["every_steps"], 5, "{again}");
@@ -894,13 +897,13 @@ async fn a_repeated_registration_keeps_its_policy_and_refuses_another_driver_or_
 async fn a_rerun_of_an_orphaned_step_refuses_captures_from_its_first_attempt() {
     let mut lab = Lab::new().await;
     let exec = lab.create_in("hello", None).await;
-    let run = lab.lease(exec).await;
+    let run = lab.lease(&exec).await;
     let policy = workspace(json!({"coverage_reuse": true}));
     register(&run, policy.clone()).await;
 
     let first = run.submit(declaring("write", &["workspace"])).await;
-    lab.kernel.redeliver(exec).unwrap();
-    let again = lab.lease(exec).await;
+    lab.kernel.redeliver(&exec).unwrap();
+    let again = lab.lease(&exec).await;
     let rerun = again.submit(declaring("write", &["workspace"])).await;
     let first_generation = touched(&first)[0]["generation"].as_u64().unwrap();
     assert_eq!(rerun["decision"], "proceed");
@@ -911,7 +914,7 @@ async fn a_rerun_of_an_orphaned_step_refuses_captures_from_its_first_attempt() {
         {"key": "workspace", "generation": first_generation, "checkpoint_ref": "first-attempt"}
     ]});
     again.complete(step_id(&rerun), body).await;
-    assert!(!lab.covered_at(exec, lab.latest(exec)).await);
+    assert!(!lab.covered_at(&exec, lab.latest(&exec)).await);
     let view = register(&again, policy).await;
     assert_eq!(view["count"], 1, "a rerun step counts once: {view}");
 }
@@ -921,21 +924,21 @@ async fn a_rerun_of_an_orphaned_step_refuses_captures_from_its_first_attempt() {
 async fn fork_keeps_the_newest_checkpoint_at_the_same_copied_boundary() {
     let mut lab = Lab::new().await;
     let exec = lab.create_in("hello", None).await;
-    let run = lab.lease(exec).await;
+    let run = lab.lease(&exec).await;
     let policy = workspace(json!({"coverage_reuse": true}));
     register(&run, policy.clone()).await;
     publish_workspace(&run, 0, "first").await;
     publish_workspace(&run, 0, "latest").await;
 
-    let (fork_id, _) = lab.fork(exec, json!({"at_seq": lab.latest(exec)})).await;
-    let fork_run = lab.lease(fork_id).await;
+    let (fork_id, _) = lab.fork(&exec, json!({"at_seq": lab.latest(&exec)})).await;
+    let fork_run = lab.lease(&fork_id).await;
     let view = register(&fork_run, policy).await;
     assert_eq!(
         (view["checkpoint_ref"].clone(), view["covered"].clone()),
         (json!("latest"), json!(true)),
         "{view}"
     );
-    let points = lab.fork_points(fork_id).await;
+    let points = lab.fork_points(&fork_id).await;
     let checkpoints = points["checkpoints"].as_array().unwrap();
     assert_eq!(checkpoints.len(), 1, "{points}");
     assert_eq!(checkpoints[0]["checkpoint_ref"], "latest");
@@ -947,21 +950,23 @@ async fn a_fork_of_an_uncovered_fork_keeps_its_baseline_after_the_copied_steps()
     let mut lab = Lab::new().await;
     let policy = workspace(json!({"coverage_reuse": true, "every_steps": 5}));
     let source = lab.create_in("hello", None).await;
-    let run = lab.lease(source).await;
+    let run = lab.lease(&source).await;
     register(&run, policy.clone()).await;
     publish_workspace(&run, 0, "s0").await;
     let write = run.submit(declaring("write", &["workspace"])).await;
     complete_tool(&run, &write, "").await;
 
     let (child, _) = lab
-        .fork(source, json!({"at_seq": lab.latest(source)}))
+        .fork(&source, json!({"at_seq": lab.latest(&source)}))
         .await;
-    let child_run = lab.lease(child).await;
+    let child_run = lab.lease(&child).await;
     let view = register(&child_run, policy.clone()).await;
     publish_workspace(&child_run, view["generation"].as_u64().unwrap(), "restored").await;
 
-    let (grandchild, forked) = lab.fork(child, json!({"at_seq": lab.latest(child)})).await;
-    let grandchild_run = lab.lease(grandchild).await;
+    let (grandchild, forked) = lab
+        .fork(&child, json!({"at_seq": lab.latest(&child)}))
+        .await;
+    let grandchild_run = lab.lease(&grandchild).await;
     let view = register(&grandchild_run, policy).await;
     assert_eq!(
         forked["restoration"]["workspace"]["covered"], true,
@@ -972,9 +977,9 @@ async fn a_fork_of_an_uncovered_fork_keeps_its_baseline_after_the_copied_steps()
         (json!("restored"), json!(true)),
         "{view}"
     );
-    for succeeded in events_of(&lab.kernel, grandchild, "step.succeeded") {
+    for succeeded in events_of(&lab.kernel, &grandchild, "step.succeeded") {
         assert!(
-            !lab.covered_at(grandchild, succeeded.event_seq).await,
+            !lab.covered_at(&grandchild, succeeded.event_seq).await,
             "a copied outcome the child's restored state lacks is covered"
         );
     }
@@ -985,18 +990,18 @@ async fn a_fork_of_an_uncovered_fork_keeps_its_baseline_after_the_copied_steps()
 async fn fork_points_without_resources() {
     let mut lab = Lab::new().await;
     let exec = lab.create_in("hello", None).await;
-    let run = lab.lease(exec).await;
+    let run = lab.lease(&exec).await;
     let read = run
         .submit(json!({"kind": "tool_call", "target": "read", "args": {}}))
         .await;
     complete_tool(&run, &read, "").await;
-    let latest = lab.latest(exec);
-    let points = lab.fork_points(exec).await;
+    let latest = lab.latest(&exec);
+    let points = lab.fork_points(&exec).await;
     assert_eq!(
         points,
         json!({"latest_seq": latest, "resources": {}, "checkpoints": []})
     );
-    let (_, fork) = lab.fork(exec, json!({"at_seq": latest})).await;
+    let (_, fork) = lab.fork(&exec, json!({"at_seq": latest})).await;
     let restoration = fork.get("restoration").cloned().unwrap_or(json!({}));
     assert!(restoration.is_null() || restoration == json!({}), "{fork}");
 }
@@ -1006,7 +1011,7 @@ async fn fork_points_without_resources() {
 async fn fork_selects_independent_resource_states_and_excludes_later_registrations() {
     let mut lab = Lab::new().await;
     let exec = lab.create_in("hello", None).await;
-    let run = lab.lease(exec).await;
+    let run = lab.lease(&exec).await;
     register(
         &run,
         workspace(json!({"coverage_reuse": true, "every_steps": 5})),
@@ -1025,10 +1030,10 @@ async fn fork_selects_independent_resource_states_and_excludes_later_registratio
         json!([{"key": "database", "generation": 0, "checkpoint_ref": "database-baseline"}]),
     )
     .await;
-    let at = lab.latest(exec);
+    let at = lab.latest(&exec);
     register(&run, json!({"key": "cache", "driver_id": "test.v1"})).await;
 
-    let (_, fork) = lab.fork(exec, json!({"at_seq": at})).await;
+    let (_, fork) = lab.fork(&exec, json!({"at_seq": at})).await;
     let restoration = fork["restoration"].as_object().unwrap();
     assert_eq!(restoration.len(), 2, "{fork}");
     let (workspace, database) = (&restoration["workspace"], &restoration["database"]);
@@ -1044,13 +1049,13 @@ async fn fork_selects_independent_resource_states_and_excludes_later_registratio
         fork["fork_seq"], at,
         "the uncovered fork keeps the requested boundary"
     );
-    assert!(!lab.covered_at(exec, at).await);
+    assert!(!lab.covered_at(&exec, at).await);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Sessions (internal/kernel/session_test.go)
 
-fn kinds(kernel: &DevKernel, id: Uuid) -> Vec<String> {
+fn kinds(kernel: &DevKernel, id: &str) -> Vec<String> {
     kernel.events(id).into_iter().map(|e| e.kind).collect()
 }
 
@@ -1071,15 +1076,15 @@ async fn a_session_serializes_across_agents() {
         (json!("running"), json!("pending"))
     );
     let (first, second) = (id_of(&first), id_of(&second));
-    let created = &lab.kernel.events(first)[0];
+    let created = &lab.kernel.events(&first)[0];
     assert_eq!(created.kind, "execution.created");
     assert_eq!(created.payload["session"], "session-a");
 
-    let first_run = lab.lease(first).await;
-    lab.lease(independent).await;
-    assert_eq!(lab.status(first).await, "running");
-    assert_eq!(lab.status(independent).await, "running");
-    for waiter in [second, third] {
+    let first_run = lab.lease(&first).await;
+    lab.lease(&independent).await;
+    assert_eq!(lab.status(&first).await, "running");
+    assert_eq!(lab.status(&independent).await, "running");
+    for waiter in [&second, &third] {
         assert_eq!(lab.status(waiter).await, "pending");
         assert_eq!(
             kinds(&lab.kernel, waiter),
@@ -1093,12 +1098,12 @@ async fn a_session_serializes_across_agents() {
     assert_eq!(page["executions"].as_array().unwrap().len(), 3, "{page}");
 
     complete_execution(&first_run, json!({"output": {}})).await;
-    assert_eq!(lab.status(second).await, "running");
-    assert_eq!(lab.status(third).await, "pending");
-    let second_run = lab.lease(second).await;
+    assert_eq!(lab.status(&second).await, "running");
+    assert_eq!(lab.status(&third).await, "pending");
+    let second_run = lab.lease(&second).await;
     fail_execution(&second_run).await;
-    assert_eq!(lab.status(third).await, "running");
-    let starts = kinds(&lab.kernel, third)
+    assert_eq!(lab.status(&third).await, "running");
+    let starts = kinds(&lab.kernel, &third)
         .iter()
         .filter(|k| *k == "execution.started")
         .count();
@@ -1113,17 +1118,17 @@ async fn a_session_keeps_its_turn_across_an_approval() {
     lab.kernel.set_policy("hello", gate).unwrap();
     let first = lab.create_in("hello", Some("session")).await;
     let second = lab.create_in("hello", Some("session")).await;
-    let run = lab.lease(first).await;
+    let run = lab.lease(&first).await;
     let blocked = run.submit(tool("fs_write", "safe_to_retry")).await;
     assert!(blocked["approval_id"].is_string(), "{blocked}");
-    assert_eq!(lab.status(first).await, "blocked");
-    assert_eq!(lab.status(second).await, "pending");
+    assert_eq!(lab.status(&first).await, "blocked");
+    assert_eq!(lab.status(&second).await, "pending");
 
     lab.grant(&blocked["approval_id"]).await;
-    lab.lease(first).await;
-    assert_eq!(lab.status(second).await, "pending");
-    lab.cancel(first).await;
-    assert_eq!(lab.status(second).await, "running");
+    lab.lease(&first).await;
+    assert_eq!(lab.status(&second).await, "pending");
+    lab.cancel(&first).await;
+    assert_eq!(lab.status(&second).await, "running");
 }
 
 /// Go: TestSessionCancellationAndDeadlines (internal/kernel/session_test.go). Adapted: the
@@ -1139,30 +1144,30 @@ async fn session_cancellation_and_deadlines() {
     let first = lab.create_in("hello", Some("session")).await;
     let cancelled = lab.create_in("hello", Some("session")).await;
     let expired = lab.create_in("hello", Some("session")).await;
-    lab.lease(first).await;
+    lab.lease(&first).await;
     lab.kernel.advance(Duration::from_secs(30)).unwrap();
     let next = lab.create_in("hello", Some("session")).await;
 
-    lab.cancel(cancelled).await;
-    assert_eq!(lab.status(cancelled).await, "cancelled");
-    assert_eq!(lab.status(first).await, "running");
+    lab.cancel(&cancelled).await;
+    assert_eq!(lab.status(&cancelled).await, "cancelled");
+    assert_eq!(lab.status(&first).await, "running");
 
     lab.kernel.advance(Duration::from_secs(31)).unwrap();
-    assert_eq!(lab.status(first).await, "cancelled");
-    let got = lab.get(expired).await;
+    assert_eq!(lab.status(&first).await, "cancelled");
+    let got = lab.get(&expired).await;
     assert_eq!(
         (got["status"].clone(), got["failure_reason"].clone()),
         (json!("cancelled"), json!("deadline_exceeded")),
         "{got}"
     );
     assert!(
-        !kinds(&lab.kernel, expired)
+        !kinds(&lab.kernel, &expired)
             .iter()
             .any(|k| k.starts_with("dispatch.")),
         "expired waiter was dispatched: {:?}",
-        kinds(&lab.kernel, expired)
+        kinds(&lab.kernel, &expired)
     );
-    assert_eq!(lab.status(next).await, "running");
+    assert_eq!(lab.status(&next).await, "running");
 }
 
 /// Go: TestSessionAdmissionAcrossReplicas (internal/kernel/session_test.go). Adapted: one dev
@@ -1186,18 +1191,18 @@ async fn concurrent_creates_in_one_session_admit_exactly_one() {
         .await;
     let executions = page["executions"].as_array().unwrap();
     assert_eq!(executions.len(), 12);
-    let running: Vec<Uuid> = executions
+    let running: Vec<String> = executions
         .iter()
         .filter(|e| e["status"] == "running")
         .map(id_of)
         .collect();
     assert_eq!(running.len(), 1, "{page}");
-    let run = lab.lease(running[0]).await;
+    let run = lab.lease(&running[0].to_string()).await;
     assert_eq!(run.attempt, 1);
-    let queued = events_of(&lab.kernel, running[0], "dispatch.queued");
+    let queued = events_of(&lab.kernel, &running[0].to_string(), "dispatch.queued");
     assert_eq!(queued.len(), 1);
     for waiter in executions.iter().map(id_of).filter(|id| *id != running[0]) {
-        assert_eq!(kinds(&lab.kernel, waiter), ["execution.created"]);
+        assert_eq!(kinds(&lab.kernel, &waiter), ["execution.created"]);
     }
 }
 
@@ -1205,13 +1210,13 @@ async fn concurrent_creates_in_one_session_admit_exactly_one() {
 #[tokio::test]
 async fn a_session_continues_the_agents_head() {
     let mut lab = Lab::new().await;
-    let previous = |id: Uuid| format!("/v0/executions/{id}/previous");
+    let previous = |id: &str| format!("/v0/executions/{id}/previous");
     let first = lab.create_in("hello", Some("chat")).await;
     assert_eq!(
-        lab.call("GET", &previous(first), None).await.1,
+        lab.call("GET", &previous(&first), None).await.1,
         json!({"state": null})
     );
-    let run = lab.lease(first).await;
+    let run = lab.lease(&first).await;
     complete_execution(
         &run,
         json!({"output": {"answer": 1}, "state": {"turns": 1}}),
@@ -1222,7 +1227,7 @@ async fn a_session_continues_the_agents_head() {
         .create(json!({"agent_id": "hello", "session": "chat"}))
         .await;
     assert_eq!(failed["parent_execution_id"], json!(first));
-    let failed_run = lab.lease(id_of(&failed)).await;
+    let failed_run = lab.lease(&id_of(&failed)).await;
     fail_execution(&failed_run).await;
 
     let third = lab
@@ -1235,12 +1240,12 @@ async fn a_session_continues_the_agents_head() {
     );
     let third = id_of(&third);
     assert_eq!(
-        lab.call("GET", &previous(third), None).await.1,
+        lab.call("GET", &previous(&third), None).await.1,
         json!({"state": {"turns": 1}})
     );
-    let started = events_of(&lab.kernel, third, "execution.started");
+    let started = events_of(&lab.kernel, &third, "execution.started");
     assert_eq!(started[0].payload["parent_execution_id"], json!(first));
-    let third_run = lab.lease(third).await;
+    let third_run = lab.lease(&third).await;
     complete_execution(&third_run, json!({"output": {"answer": 3}})).await;
 
     let other = lab
@@ -1250,11 +1255,11 @@ async fn a_session_continues_the_agents_head() {
         other["parent_execution_id"].is_null(),
         "another agent's execution became the parent: {other}"
     );
-    let other_run = lab.lease(id_of(&other)).await;
+    let other_run = lab.lease(&id_of(&other)).await;
     complete_execution(&other_run, json!({"output": {}})).await;
     let fourth = lab.create_in("hello", Some("chat")).await;
     assert_eq!(
-        lab.call("GET", &previous(fourth), None).await.1,
+        lab.call("GET", &previous(&fourth), None).await.1,
         json!({"state": {"answer": 3}})
     );
 }
@@ -1271,13 +1276,13 @@ async fn subagent_step(run: &Run, args: Value) -> String {
     step_id(&decision).to_owned()
 }
 
-async fn spawn_raw(lab: &Lab, parent: Uuid, step: &str) -> (u16, Value) {
+async fn spawn_raw(lab: &Lab, parent: &str, step: &str) -> (u16, Value) {
     lab.create_raw(json!({"agent_id": "hello", "input": {},
                           "spawned_by": {"execution_id": parent, "step_id": step}}))
         .await
 }
 
-async fn spawn(lab: &Lab, parent: Uuid, step: &str) -> Uuid {
+async fn spawn(lab: &Lab, parent: &str, step: &str) -> String {
     let (status, child) = spawn_raw(lab, parent, step).await;
     assert_eq!(status, 201, "{child}");
     id_of(&child)
@@ -1301,29 +1306,29 @@ async fn step_of(lab: &Lab, run: &Run, step: &str) -> Value {
 async fn a_suspended_parent_resumes_when_its_subagent_completes() {
     let mut lab = Lab::new().await;
     let parent = lab.create_in("hello", None).await;
-    let run = lab.lease(parent).await;
+    let run = lab.lease(&parent).await;
     let step = subagent_step(&run, json!({"task": "research"})).await;
-    let child = spawn(&lab, parent, &step).await;
-    assert_eq!(lab.status(parent).await, "running");
+    let child = spawn(&lab, &parent, &step).await;
+    assert_eq!(lab.status(&parent).await, "running");
     assert!(
         suspend(&run).await,
         "a parent with a live subagent did not suspend"
     );
-    assert_eq!(lab.status(parent).await, "blocked");
+    assert_eq!(lab.status(&parent).await, "blocked");
     let (status, body) = run
         .post("/steps", &tool("other", "safe_to_retry").to_string())
         .await;
     assert_ne!(status, 200, "a step on the released lease: {body}");
     assert_eq!(
-        spawn(&lab, parent, &step).await,
+        spawn(&lab, &parent, &step).await,
         child,
         "the restart spawned anew"
     );
 
-    let child_run = lab.lease(child).await;
+    let child_run = lab.lease(&child).await;
     complete_execution(&child_run, json!({"output": {"answer": 42}})).await;
-    assert_eq!(lab.status(parent).await, "running");
-    let resumed = lab.lease(parent).await;
+    assert_eq!(lab.status(&parent).await, "running");
+    let resumed = lab.lease(&parent).await;
     let replay = resumed
         .submit(
             json!({"kind": "tool_call", "target": "run_subagent", "args": {"task": "research"}}),
@@ -1340,17 +1345,17 @@ async fn a_suspended_parent_resumes_when_its_subagent_completes() {
 async fn cancelling_a_subagent_fails_the_parent_step() {
     let mut lab = Lab::new().await;
     let parent = lab.create_in("hello", None).await;
-    let run = lab.lease(parent).await;
+    let run = lab.lease(&parent).await;
     let step = subagent_step(&run, json!({})).await;
-    let child = spawn(&lab, parent, &step).await;
+    let child = spawn(&lab, &parent, &step).await;
     suspend(&run).await;
 
-    lab.cancel(child).await;
+    lab.cancel(&child).await;
     let record = step_of(&lab, &run, &step).await;
     assert_eq!(record["status"], "failed", "{record}");
     assert_eq!(record["error"]["reason"], "subagent_cancelled", "{record}");
     assert_eq!(record["error"]["execution_id"], json!(child), "{record}");
-    assert_eq!(lab.status(parent).await, "running");
+    assert_eq!(lab.status(&parent).await, "running");
 }
 
 /// Go: TestParentResumesAfterLastSubagentSettles (internal/kernel/subagent_test.go)
@@ -1358,20 +1363,20 @@ async fn cancelling_a_subagent_fails_the_parent_step() {
 async fn a_parent_resumes_after_its_last_subagent_settles() {
     let mut lab = Lab::new().await;
     let parent = lab.create_in("hello", None).await;
-    let run = lab.lease(parent).await;
+    let run = lab.lease(&parent).await;
     let first = subagent_step(&run, json!({"n": 1})).await;
     let second = subagent_step(&run, json!({"n": 2})).await;
-    let a = spawn(&lab, parent, &first).await;
-    let b = spawn(&lab, parent, &second).await;
+    let a = spawn(&lab, &parent, &first).await;
+    let b = spawn(&lab, &parent, &second).await;
     suspend(&run).await;
 
-    let a_run = lab.lease(a).await;
+    let a_run = lab.lease(&a).await;
     complete_execution(&a_run, json!({"output": 1})).await;
     assert_eq!(step_of(&lab, &run, &first).await["status"], "succeeded");
-    assert_eq!(lab.status(parent).await, "blocked");
-    let b_run = lab.lease(b).await;
+    assert_eq!(lab.status(&parent).await, "blocked");
+    let b_run = lab.lease(&b).await;
     complete_execution(&b_run, json!({"output": 2})).await;
-    assert_eq!(lab.status(parent).await, "running");
+    assert_eq!(lab.status(&parent).await, "running");
 }
 
 /// Go: TestSuspendAfterSubagentSettledContinues (internal/kernel/subagent_test.go)
@@ -1379,10 +1384,10 @@ async fn a_parent_resumes_after_its_last_subagent_settles() {
 async fn suspending_after_the_subagent_settled_continues() {
     let mut lab = Lab::new().await;
     let parent = lab.create_in("hello", None).await;
-    let run = lab.lease(parent).await;
+    let run = lab.lease(&parent).await;
     let step = subagent_step(&run, json!({})).await;
-    let child = spawn(&lab, parent, &step).await;
-    let child_run = lab.lease(child).await;
+    let child = spawn(&lab, &parent, &step).await;
+    let child_run = lab.lease(&child).await;
     complete_execution(&child_run, json!({"output": "done"})).await;
     assert_eq!(step_of(&lab, &run, &step).await["status"], "succeeded");
 
@@ -1390,19 +1395,19 @@ async fn suspending_after_the_subagent_settled_continues() {
         !suspend(&run).await,
         "suspended with no step waiting on a subagent"
     );
-    assert_eq!(lab.status(parent).await, "running");
+    assert_eq!(lab.status(&parent).await, "running");
 }
 
 /// The parent of Go's `approvalParent`: a live subagent step, then an LLM step waiting for
 /// approval. Returns the lab, parent, the subagent step, the child and the approval id.
-async fn approval_parent() -> (Lab, Uuid, Run, String, Uuid, Value) {
+async fn approval_parent() -> (Lab, String, Run, String, String, Value) {
     let mut lab = Lab::new().await;
     let approve = "default_action: allow\nrules:\n  - id: approve-llm\n    when: {step_kind: llm_call}\n    then:\n      decision: require_approval\n      approval_config: {timeout: 1h}\n";
     lab.kernel.set_policy("hello", approve).unwrap();
     let parent = lab.create_in("hello", None).await;
-    let run = lab.lease(parent).await;
+    let run = lab.lease(&parent).await;
     let step = subagent_step(&run, json!({})).await;
-    let child = spawn(&lab, parent, &step).await;
+    let child = spawn(&lab, &parent, &step).await;
     let llm = run
         .submit(json!({"kind": "llm_call", "target": "model", "args": {}}))
         .await;
@@ -1416,12 +1421,12 @@ async fn approval_parent() -> (Lab, Uuid, Run, String, Uuid, Value) {
 #[tokio::test]
 async fn a_blocked_parent_resumes_after_the_subagent_then_the_approval() {
     let (mut lab, parent, run, step, child, approval) = approval_parent().await;
-    let child_run = lab.lease(child).await;
+    let child_run = lab.lease(&child).await;
     complete_execution(&child_run, json!({"output": "done"})).await;
     assert_eq!(step_of(&lab, &run, &step).await["status"], "succeeded");
-    assert_eq!(lab.status(parent).await, "blocked");
+    assert_eq!(lab.status(&parent).await, "blocked");
     lab.grant(&approval).await;
-    assert_eq!(lab.status(parent).await, "running");
+    assert_eq!(lab.status(&parent).await, "running");
 }
 
 /// Go: TestBlockedParentResumesAfterApprovalAndSubagent/"approval resolves first"
@@ -1430,10 +1435,10 @@ async fn a_blocked_parent_resumes_after_the_subagent_then_the_approval() {
 async fn a_blocked_parent_resumes_after_the_approval_then_the_subagent() {
     let (mut lab, parent, _run, _step, child, approval) = approval_parent().await;
     lab.grant(&approval).await;
-    assert_eq!(lab.status(parent).await, "blocked");
-    let child_run = lab.lease(child).await;
+    assert_eq!(lab.status(&parent).await, "blocked");
+    let child_run = lab.lease(&child).await;
     complete_execution(&child_run, json!({"output": "done"})).await;
-    assert_eq!(lab.status(parent).await, "running");
+    assert_eq!(lab.status(&parent).await, "running");
 }
 
 /// Go: TestSubagentRequiresExecutingParentStep (internal/kernel/subagent_test.go)
@@ -1441,10 +1446,10 @@ async fn a_blocked_parent_resumes_after_the_approval_then_the_subagent() {
 async fn a_subagent_needs_an_executing_parent_step() {
     let mut lab = Lab::new().await;
     let parent = lab.create_in("hello", None).await;
-    let run = lab.lease(parent).await;
+    let run = lab.lease(&parent).await;
     let step = subagent_step(&run, json!({})).await;
     run.complete(&step, json!({"result": {}})).await;
-    let (status, body) = spawn_raw(&lab, parent, &step).await;
+    let (status, body) = spawn_raw(&lab, &parent, &step).await;
     assert_eq!(
         (status, body["code"].clone()),
         (409, json!("conflict")),
@@ -1457,15 +1462,15 @@ async fn a_subagent_needs_an_executing_parent_step() {
 async fn cancelling_a_parent_cancels_its_subagents_down_the_tree() {
     let mut lab = Lab::new().await;
     let parent = lab.create_in("hello", None).await;
-    let run = lab.lease(parent).await;
-    let child = spawn(&lab, parent, &subagent_step(&run, json!({})).await).await;
-    let child_run = lab.lease(child).await;
-    let grandchild = spawn(&lab, child, &subagent_step(&child_run, json!({})).await).await;
+    let run = lab.lease(&parent).await;
+    let child = spawn(&lab, &parent, &subagent_step(&run, json!({})).await).await;
+    let child_run = lab.lease(&child).await;
+    let grandchild = spawn(&lab, &child, &subagent_step(&child_run, json!({})).await).await;
 
-    lab.cancel(parent).await;
+    lab.cancel(&parent).await;
     for id in [child, grandchild] {
-        lab.wait_status(id, ExecutionStatus::Cancelled).await;
-        let got = lab.get(id).await;
+        lab.wait_status(&id, ExecutionStatus::Cancelled).await;
+        let got = lab.get(&id).await;
         assert_eq!(
             (got["status"].clone(), got["failure_reason"].clone()),
             (json!("cancelled"), json!("parent_agent_terminal")),
@@ -1488,7 +1493,7 @@ async fn calls_need_a_principal_and_the_executions_owner() {
     )
     .await;
     let exec = lab.create_in("hello", None).await;
-    let run = lab.lease(exec).await;
+    let run = lab.lease(&exec).await;
     let read = tool("read", "safe_to_retry");
     let decision = run.submit(read.clone()).await;
     let step = step_id(&decision).to_owned();
@@ -1569,7 +1574,7 @@ async fn test_policy(lab: &Lab, agent: &str, body: Value) -> (u16, Value) {
 async fn a_policy_test_replays_recorded_steps() {
     let mut lab = Lab::new().await;
     let exec = lab.create_in("hello", None).await;
-    let run = lab.lease(exec).await;
+    let run = lab.lease(&exec).await;
     run.submit(json!({"kind": "tool_call", "target": "read", "args": {"path": "/tmp"}}))
         .await;
 
@@ -1613,7 +1618,7 @@ async fn a_policy_test_replays_the_selected_executions() {
     let mut ids = Vec::new();
     for session in ["chat", "chat", "other"] {
         let exec = lab.create_in("hello", Some(session)).await;
-        let run = lab.lease(exec).await;
+        let run = lab.lease(&exec).await;
         run.submit(json!({"kind": "tool_call", "target": "read", "args": {}}))
             .await;
         complete_execution(&run, json!({"output": {}})).await;

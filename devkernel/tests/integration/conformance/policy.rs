@@ -4,8 +4,8 @@
 
 use crate::common;
 
+use crate::common::time::Timestamp;
 use common::{FakeAgent, Run, SECRET, client, events_of, kernel_with_agent};
-use rebuno_devkernel::model::Timestamp;
 use rebuno_devkernel::{AgentSpec, DevKernel};
 use serde_json::{Value, json};
 
@@ -149,7 +149,7 @@ async fn approval_config_reaches_the_approval() {
         (299_000_000_000..=301_000_000_000).contains(&timeout),
         "timeout {timeout} ns, want 5m"
     );
-    let awaiting = events_of(&kernel, run.id, "step.awaiting_approval");
+    let awaiting = events_of(&kernel, &run.id, "step.awaiting_approval");
     assert_eq!(awaiting[0].payload["rule_id"], "approve-writes");
     kernel.shutdown().await;
 }
@@ -416,7 +416,7 @@ async fn replayed_cases_keep_the_first_decision() {
     )
     .await;
     assert_eq!(status, 204);
-    let run = Run::attach(&kernel, &mut agent, run.id).await;
+    let run = Run::attach(&kernel, &mut agent, &run.id).await;
     let proceed = run.submit(risky).await;
     assert_eq!(proceed["decision"], "proceed", "{proceed}");
     let safe = run
@@ -446,8 +446,8 @@ async fn replayed_cases_skip_kernel_decisions() {
     let run = Run::start(&kernel, &mut agent, r#"{"agent_id":"hello"}"#).await;
     let pay = json!({"kind": "tool_call", "target": "pay", "args": {"n": 1}, "idempotency": "at_most_once"});
     assert_eq!(run.submit(pay.clone()).await["decision"], "proceed");
-    kernel.redeliver(run.id).unwrap();
-    let run = Run::attach(&kernel, &mut agent, run.id).await;
+    kernel.redeliver(&run.id).unwrap();
+    let run = Run::attach(&kernel, &mut agent, &run.id).await;
     assert_eq!(run.submit(pay.clone()).await["decision"], "replay");
     let denied = run.submit(pay).await;
     assert_eq!(denied["decision"], "denied", "{denied}");
@@ -584,7 +584,7 @@ async fn an_agent_without_a_bundle_is_permissive() {
     let run = Run::start(&kernel, &mut agent, r#"{"agent_id":"hello"}"#).await;
     let d = run.submit(tool("write", json!({}))).await;
     assert_eq!(d["decision"], "proceed", "{d}");
-    let allowed = events_of(&kernel, run.id, "step.allowed");
+    let allowed = events_of(&kernel, &run.id, "step.allowed");
     assert_eq!(allowed[0].payload["rule_id"], "permissive");
     kernel.shutdown().await;
 }
@@ -625,7 +625,7 @@ async fn the_agents_bundle_is_evaluated() {
         (other["decision"].clone(), other["rule_id"].clone()),
         (json!("denied"), json!("default"))
     );
-    let allowed = events_of(&kernel, run.id, "step.allowed");
+    let allowed = events_of(&kernel, &run.id, "step.allowed");
     assert_eq!(allowed[0].payload["rule_id"], "allow-write");
     kernel.shutdown().await;
 }

@@ -88,7 +88,7 @@ fn admin(kernel: &DevKernel, method: &http::Method, path: &str) -> http::Respons
     let Ok(id) = uuid::Uuid::parse_str(id) else {
         return reply(400, serde_json::json!({"error": "invalid execution id"}));
     };
-    match kernel.redeliver(id) {
+    match kernel.redeliver(&id.to_string()) {
         Ok(attempt) => reply(200, serde_json::json!({ "attempt": attempt })),
         Err(error) => reply(409, serde_json::json!({ "error": error.to_string() })),
     }

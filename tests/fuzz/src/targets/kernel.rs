@@ -19,13 +19,13 @@ use futures_util::StreamExt;
 use futures_util::future::join_all;
 use http::{Method, StatusCode};
 use rebuno::client::Client;
-use rebuno::kernel::{
-    ByteStream, StreamingFuture, Transport, TransportError, TransportErrorKind, TransportFuture,
-};
 use rebuno::llm::DurableLlm;
 use rebuno::resource::{Checkpoints, ResourceDriver};
 use rebuno::rt::Deadline;
 use rebuno::signing::RequestSignature;
+use rebuno::transport::{
+    ByteStream, StreamingFuture, Transport, TransportError, TransportErrorKind, TransportFuture,
+};
 use rebuno::{Agent, BoxError, HandlerError, Idempotency, Secret, Step, Subagent};
 use serde_json::{Value, json};
 

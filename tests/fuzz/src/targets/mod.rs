@@ -18,7 +18,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body::Frame;
 use http_body_util::BodyExt;
-use rebuno::kernel::{Transport, TransportError, TransportErrorKind, TransportFuture};
+use rebuno::transport::{Transport, TransportError, TransportErrorKind, TransportFuture};
 
 use crate::exec::drive;
 

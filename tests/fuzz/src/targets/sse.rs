@@ -12,7 +12,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use http::StatusCode;
 use rebuno::client::Client;
-use rebuno::kernel::{
+use rebuno::transport::{
     ByteStream, StreamingFuture, Transport, TransportError, TransportErrorKind, TransportFuture,
 };
 use rebuno::{BoxError, ErrorKind};

@@ -7,8 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use rebuno_devkernel::Event;
-use uuid::Uuid;
+use rebuno::wire::Event;
 
 use crate::kernel::{KernelHandle, Snapshot};
 use crate::ledger::Ledger;
@@ -21,7 +20,7 @@ const NO_EVENT_LOST: &str = "no recorded event lost across a kernel restart";
 #[derive(Debug, Default)]
 pub(crate) struct Witness {
     /// (kill number, execution, its log read just before that kill).
-    reads: Mutex<Vec<(u64, Uuid, Vec<Event>)>>,
+    reads: Mutex<Vec<(u64, String, Vec<Event>)>>,
     violations: Mutex<Vec<Violation>>,
     /// Events compared (each read event against the log after the restart).
     pub(crate) compared: std::sync::atomic::AtomicU64,
@@ -62,9 +61,12 @@ fn not_a_prefix(before: &[Event], after: &[Event]) -> Option<String> {
 }
 
 /// The logs of `ids`, 8 reads at a time (an execution the kernel did not answer for is left out).
-async fn read_logs(kernel: &KernelHandle, ids: Vec<Uuid>) -> Vec<(Uuid, Vec<Event>)> {
+async fn read_logs(kernel: &KernelHandle, ids: Vec<String>) -> Vec<(String, Vec<Event>)> {
     futures_util::stream::iter(ids)
-        .map(|id| async move { (id, kernel.events(id).await) })
+        .map(|id| async move {
+            let log = kernel.events(&id).await;
+            (id, log)
+        })
         .buffer_unordered(8)
         .filter_map(|(id, log)| async move { log.map(|log| (id, log)) })
         .collect()
@@ -87,7 +89,7 @@ impl Witness {
                 .kernel_kills_live
                 .fetch_add(1, Ordering::Relaxed);
         }
-        let before = read_logs(kernel, all.iter().map(|e| e.id).collect()).await;
+        let before = read_logs(kernel, all.iter().map(|e| e.id.clone()).collect()).await;
         let kill = ledger.counters.kernel_kills.fetch_add(1, Ordering::Relaxed) + 1;
         let down = tokio::time::Instant::now();
         kernel
@@ -95,8 +97,8 @@ impl Witness {
             .await
             .map_err(|e| format!("kernel restart {kill} failed: {e}"))?;
         ledger.note_kernel_downtime(down.elapsed());
-        let ids = before.iter().map(|(id, _)| *id).collect();
-        let after: std::collections::HashMap<Uuid, Vec<Event>> =
+        let ids = before.iter().map(|(id, _)| id.clone()).collect();
+        let after: std::collections::HashMap<String, Vec<Event>> =
             read_logs(kernel, ids).await.into_iter().collect();
         for (id, log) in &before {
             self.check(
@@ -111,7 +113,7 @@ impl Witness {
     }
 
     /// Checks one log read before a kill against `now` (`None`: the kernel lost the execution).
-    fn check(&self, id: &Uuid, before: &[Event], now: Option<&[Event]>, when: &str) {
+    fn check(&self, id: &str, before: &[Event], now: Option<&[Event]>, when: &str) {
         self.compared
             .fetch_add(before.len() as u64, Ordering::Relaxed);
         let detail = match now {
@@ -124,7 +126,7 @@ impl Witness {
         if let Some(detail) = detail {
             lock(&self.violations).push(Violation {
                 invariant: NO_EVENT_LOST,
-                execution: id.to_string(),
+                execution: id.to_owned(),
                 detail,
             });
         }
@@ -134,8 +136,8 @@ impl Witness {
     pub(crate) fn finish(&self, end: &Snapshot) -> Vec<Violation> {
         let reads = std::mem::take(&mut *lock(&self.reads));
         for (kill, id, log) in &reads {
-            let now = end.events(*id);
-            let now = end.execution(*id).map(|_| now.as_slice());
+            let now = end.events(id);
+            let now = end.execution(id).map(|_| now.as_slice());
             self.check(
                 id,
                 log,

@@ -9,8 +9,8 @@ use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use rebuno::wire::{Approval, Event, Execution, StepRecord};
 use rebuno_campaign::{AGENT_ID, KERNEL_READY};
-use rebuno_devkernel::{Approval, Event, Execution, StepRecord};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -18,7 +18,6 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
-use uuid::Uuid;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -227,7 +226,7 @@ impl KernelHandle {
 
     /// Creates an execution of the campaign agent. A create whose answer was lost (the kernel
     /// killed meanwhile) is retried under the same idempotency key, so it creates one.
-    pub(crate) async fn create_execution(&self, input: Value) -> Result<Uuid, BoxError> {
+    pub(crate) async fn create_execution(&self, input: Value) -> Result<String, BoxError> {
         let key = format!("campaign-{}", self.created.fetch_add(1, Ordering::Relaxed));
         let body = json!({"agent_id": AGENT_ID, "input": input, "idempotency_key": key});
         let deadline = Instant::now() + START_TIMEOUT;
@@ -235,8 +234,12 @@ impl KernelHandle {
             let url = format!("{}/v0/executions", self.url());
             if let Some((status, answer)) = self.post(url, body.clone()).await {
                 if (200..300).contains(&status) {
-                    let id = answer["id"].as_str().unwrap_or_default();
-                    return Ok(Uuid::parse_str(id)?);
+                    return match answer["id"].as_str() {
+                        Some(id) if !id.is_empty() => Ok(id.to_owned()),
+                        _ => {
+                            Err(format!("create answered {status} without an id: {answer}").into())
+                        }
+                    };
                 }
                 if status < 500 {
                     return Err(format!("create answered {status}: {answer}").into());
@@ -248,17 +251,17 @@ impl KernelHandle {
     }
 
     /// An execution snapshot (`None` when unknown or the kernel is down).
-    pub(crate) async fn execution(&self, id: Uuid) -> Option<Execution> {
+    pub(crate) async fn execution(&self, id: &str) -> Option<Execution> {
         self.get(&format!("/v0/executions/{id}")).await
     }
 
     /// The steps of an execution (`None` when the kernel is down).
-    pub(crate) async fn steps(&self, id: Uuid) -> Option<Vec<StepRecord>> {
+    pub(crate) async fn steps(&self, id: &str) -> Option<Vec<StepRecord>> {
         self.get(&format!("/v0/executions/{id}/steps")).await
     }
 
     /// The whole event log of an execution, page by page (`None` when the kernel is down).
-    pub(crate) async fn events(&self, id: Uuid) -> Option<Vec<Event>> {
+    pub(crate) async fn events(&self, id: &str) -> Option<Vec<Event>> {
         let mut events: Vec<Event> = Vec::new();
         loop {
             let after = events.last().map_or(0, |e| e.event_seq);
@@ -280,14 +283,14 @@ impl KernelHandle {
     }
 
     /// Grants an approval: the kernel's status, `None` when it is down.
-    pub(crate) async fn grant(&self, approval: Uuid) -> Option<u16> {
+    pub(crate) async fn grant(&self, approval: &str) -> Option<u16> {
         let url = format!("{}/v0/approvals/{approval}/grant", self.url());
         self.post(url, json!({})).await.map(|(status, _)| status)
     }
 
     /// `DevKernel::redeliver` through the admin route: the new attempt, `None` when nothing was
     /// in flight or the kernel is down.
-    pub(crate) async fn redeliver(&self, id: Uuid) -> Option<u32> {
+    pub(crate) async fn redeliver(&self, id: &str) -> Option<u32> {
         let url = format!("http://127.0.0.1:{}/redeliver/{id}", self.admin_port);
         let (status, body) = self.post(url, json!({})).await?;
         if status != 200 {
@@ -318,7 +321,7 @@ impl KernelHandle {
 
     /// Waits until the execution is terminal or `bound` has passed since `begun`; whether it
     /// ended. Polls, so a kernel restart in between is only a few failed reads.
-    pub(crate) async fn wait_terminal(&self, id: Uuid, begun: Instant, bound: Duration) -> bool {
+    pub(crate) async fn wait_terminal(&self, id: &str, begun: Instant, bound: Duration) -> bool {
         while begun.elapsed() < bound {
             if self
                 .execution(id)
@@ -337,7 +340,7 @@ impl KernelHandle {
 /// campaign agent with its steps and its event log.
 #[derive(Debug, Default)]
 pub(crate) struct Snapshot {
-    executions: std::collections::HashMap<Uuid, (Execution, Vec<StepRecord>, Vec<Event>)>,
+    executions: std::collections::HashMap<String, (Execution, Vec<StepRecord>, Vec<Event>)>,
 }
 
 impl Snapshot {
@@ -348,8 +351,8 @@ impl Snapshot {
         let all = kernel.list_all().await.ok_or("the kernel did not list")?;
         let reads = futures_util::stream::iter(all)
             .map(|execution| async move {
-                let steps = kernel.steps(execution.id).await;
-                let events = kernel.events(execution.id).await;
+                let steps = kernel.steps(&execution.id).await;
+                let events = kernel.events(&execution.id).await;
                 (execution, steps, events)
             })
             .buffer_unordered(8)
@@ -360,41 +363,41 @@ impl Snapshot {
             let (Some(steps), Some(events)) = (steps, events) else {
                 return Err(format!("the kernel did not answer for {}", execution.id).into());
             };
-            executions.insert(execution.id, (execution, steps, events));
+            executions.insert(execution.id.clone(), (execution, steps, events));
         }
         Ok(Self { executions })
     }
 
     /// An execution as it ended.
-    pub(crate) fn execution(&self, id: Uuid) -> Option<Execution> {
-        self.executions.get(&id).map(|(e, _, _)| e.clone())
+    pub(crate) fn execution(&self, id: &str) -> Option<Execution> {
+        self.executions.get(id).map(|(e, _, _)| e.clone())
     }
 
     /// Its steps (empty if unknown).
-    pub(crate) fn steps(&self, id: Uuid) -> Vec<StepRecord> {
+    pub(crate) fn steps(&self, id: &str) -> Vec<StepRecord> {
         self.executions
-            .get(&id)
+            .get(id)
             .map(|(_, s, _)| s.clone())
             .unwrap_or_default()
     }
 
     /// Its event log (empty if unknown).
-    pub(crate) fn events(&self, id: Uuid) -> Vec<Event> {
+    pub(crate) fn events(&self, id: &str) -> Vec<Event> {
         self.executions
-            .get(&id)
+            .get(id)
             .map(|(_, _, e)| e.clone())
             .unwrap_or_default()
     }
 
     /// Child executions by parent id (through `spawned_by`).
-    pub(crate) fn children(&self) -> std::collections::HashMap<String, Vec<Uuid>> {
-        let mut index: std::collections::HashMap<String, Vec<Uuid>> = Default::default();
+    pub(crate) fn children(&self) -> std::collections::HashMap<String, Vec<String>> {
+        let mut index: std::collections::HashMap<String, Vec<String>> = Default::default();
         for (execution, _, _) in self.executions.values() {
             if let Some(spawned_by) = &execution.spawned_by {
                 index
                     .entry(spawned_by.execution_id.clone())
                     .or_default()
-                    .push(execution.id);
+                    .push(execution.id.clone());
             }
         }
         index

@@ -28,9 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rebuno_campaign::{LEASE, Program, Rng, generate};
-use rebuno_devkernel::StepStatus;
 use tokio::time::Instant;
-use uuid::Uuid;
 
 use crate::agents::Slot;
 use crate::durability::Witness;
@@ -155,8 +153,8 @@ struct World {
 
 impl World {
     /// The executions (subagents included) not yet terminal; empty while the kernel is down.
-    async fn live_executions(&self) -> Vec<Uuid> {
-        let mut live: Vec<Uuid> = self
+    async fn live_executions(&self) -> Vec<String> {
+        let mut live: Vec<String> = self
             .kernel
             .list_all()
             .await
@@ -199,14 +197,14 @@ async fn grant_approvals(world: Arc<World>, seed: u64) {
     let mut granted = HashSet::new();
     while world.running.load(Ordering::Relaxed) {
         for approval in world.kernel.approvals().await {
-            if !granted.insert(approval.id) {
+            if !granted.insert(approval.id.clone()) {
                 continue;
             }
             let pause = Duration::from_millis(rng.range(0, 800));
             let world = Arc::clone(&world);
             tokio::spawn(async move {
                 tokio::time::sleep(pause).await;
-                grant(&world, approval.id).await;
+                grant(&world, &approval.id).await;
             });
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -214,7 +212,7 @@ async fn grant_approvals(world: Arc<World>, seed: u64) {
 }
 
 /// Grants one approval, again while the kernel is down (for up to a minute).
-async fn grant(world: &World, approval: Uuid) {
+async fn grant(world: &World, approval: &str) {
     for _ in 0..300 {
         match world.kernel.grant(approval).await {
             Some(status) if (200..300).contains(&status) => {
@@ -247,7 +245,7 @@ async fn inject(world: Arc<World>, seed: u64) {
             4 => {
                 let live = world.live_executions().await;
                 if !live.is_empty() {
-                    let id = live[rng.range(0, live.len() as u64 - 1) as usize];
+                    let id = &live[rng.range(0, live.len() as u64 - 1) as usize];
                     if world.kernel.redeliver(id).await.is_some() {
                         world
                             .ledger
@@ -293,14 +291,14 @@ async fn kill_agent(world: &World, rng: &mut Rng, mid_step: bool) {
     if mid_step {
         let mut executing = Vec::new();
         for id in world.live_executions().await {
-            let steps = world.kernel.steps(id).await.unwrap_or_default();
-            if steps.iter().any(|s| s.status == StepStatus::Executing) {
+            let steps = world.kernel.steps(&id).await.unwrap_or_default();
+            if steps.iter().any(|s| s.status == "executing") {
                 executing.push(id);
             }
         }
         if !executing.is_empty() {
-            let id = executing[rng.range(0, executing.len() as u64 - 1) as usize];
-            if let Some(s) = world.webhook.current_slot(&id.to_string()) {
+            let id = &executing[rng.range(0, executing.len() as u64 - 1) as usize];
+            if let Some(s) = world.webhook.current_slot(id) {
                 slot = s;
                 counters.kills_mid_step.fetch_add(1, Ordering::Relaxed);
             }
@@ -409,11 +407,11 @@ async fn start_world(options: &Options, workdir: &Path) -> Result<Arc<World>, Bo
 /// What the creation phase produced.
 struct Created {
     /// Top-level executions and their programs.
-    executions: Vec<(Uuid, Program)>,
+    executions: Vec<(String, Program)>,
     /// How long each took to end (sorted).
     durations: Vec<Duration>,
     /// Those not terminal within [`BOUND`].
-    overdue: Vec<Uuid>,
+    overdue: Vec<String>,
 }
 
 /// Creates the executions (bounded: `executions`; soak: until the end), `concurrency` in
@@ -425,7 +423,7 @@ async fn create_all(
 ) -> Result<Created, BoxError> {
     let mut programs = Rng::derive(options.seed, 0x5000);
     let semaphore = Arc::new(tokio::sync::Semaphore::new(options.concurrency));
-    let mut executions: Vec<(Uuid, Program)> = Vec::new();
+    let mut executions: Vec<(String, Program)> = Vec::new();
     let mut waiters = Vec::new();
     let soak_end = options.soak.map(|d| started + d);
     let mut last_progress = Instant::now();
@@ -441,11 +439,11 @@ async fn create_all(
             .kernel
             .create_execution(serde_json::to_value(&program)?)
             .await?;
-        executions.push((id, program));
+        executions.push((id.clone(), program));
         let waiter = Arc::clone(world);
         waiters.push(tokio::spawn(async move {
             let begun = Instant::now();
-            let ended = waiter.kernel.wait_terminal(id, begun, BOUND).await;
+            let ended = waiter.kernel.wait_terminal(&id, begun, BOUND).await;
             drop(permit);
             (id, begun.elapsed(), ended)
         }));
@@ -532,7 +530,7 @@ async fn check(
     for id in &created.overdue {
         report.violations.push(verify::Violation {
             invariant: "every execution ends within the bound",
-            execution: id.to_string(),
+            execution: id.clone(),
             detail: format!("not terminal {BOUND:?} after creation (faults on)"),
         });
     }
@@ -563,10 +561,10 @@ async fn check(
 }
 
 /// `dispatch.reclaimed` events by their reason (`lease_expired`, `kernel_restart`, ...).
-fn reclaims(snapshot: &Snapshot, ids: &[Uuid]) -> BTreeMap<String, usize> {
+fn reclaims(snapshot: &Snapshot, ids: &[String]) -> BTreeMap<String, usize> {
     let mut by_reason = BTreeMap::new();
     for id in ids {
-        for event in snapshot.events(*id) {
+        for event in snapshot.events(id) {
             if event.kind == "dispatch.reclaimed" {
                 let reason = event.payload["error"].as_str().unwrap_or("?").to_owned();
                 *by_reason.entry(reason).or_default() += 1;
@@ -655,8 +653,12 @@ fn print_kernel_kills(world: &World, snapshot: &Snapshot, created: &Created) {
 }
 
 /// Every execution the snapshot holds (the created ones first).
-fn snapshot_ids(snapshot: &Snapshot, created: &Created) -> Vec<Uuid> {
-    let mut ids: Vec<Uuid> = created.executions.iter().map(|(id, _)| *id).collect();
+fn snapshot_ids(snapshot: &Snapshot, created: &Created) -> Vec<String> {
+    let mut ids: Vec<String> = created
+        .executions
+        .iter()
+        .map(|(id, _)| id.clone())
+        .collect();
     for children in snapshot.children().into_values() {
         ids.extend(children);
     }
@@ -706,9 +708,6 @@ fn print_verdict(
 }
 
 fn print_events(snapshot: &Snapshot, id: &str) {
-    let Ok(id) = Uuid::parse_str(id) else {
-        return;
-    };
     for event in snapshot.events(id) {
         println!(
             "    {:>3} {:<24} {}",

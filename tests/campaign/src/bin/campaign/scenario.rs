@@ -153,7 +153,7 @@ pub(crate) async fn stale_dispatch_then_repeat() -> Result<bool, BoxError> {
     for _ in 0..200 {
         if let Some(approval) = kernel.approvals().await.first() {
             kernel
-                .grant(approval.id)
+                .grant(&approval.id)
                 .await
                 .ok_or("the grant did not reach the kernel")?;
             granted = true;
@@ -181,10 +181,10 @@ pub(crate) async fn stale_dispatch_then_repeat() -> Result<bool, BoxError> {
     );
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let (effects, _, _) = read_effects(&workdir.join("effects.jsonl"));
-    let id = created.to_string();
+    let id = created.clone();
     let count = |op: u32| effects.get(&(id.clone(), op)).map_or(0, Vec::len);
     println!("events:");
-    for event in kernel.events(created).await.unwrap_or_default() {
+    for event in kernel.events(&created).await.unwrap_or_default() {
         println!(
             "    {:>3} {:<22} {}",
             event.event_seq, event.kind, event.payload
@@ -193,7 +193,7 @@ pub(crate) async fn stale_dispatch_then_repeat() -> Result<bool, BoxError> {
     let charges = count(1);
     println!(
         "execution {id}: at-most-once op 1 ran {charges} time(s); steps recorded {} (program has 3 ops)",
-        kernel.steps(created).await.unwrap_or_default().len()
+        kernel.steps(&created).await.unwrap_or_default().len()
     );
     slot.kill().await;
     kernel.shutdown().await;
@@ -246,7 +246,7 @@ pub(crate) async fn repeat_after_deadline() -> Result<bool, BoxError> {
     );
     tokio::time::sleep(Duration::from_millis(2000)).await;
     println!("events after the first run:");
-    for event in kernel.events(created).await.unwrap_or_default() {
+    for event in kernel.events(&created).await.unwrap_or_default() {
         println!(
             "    {:>3} {:<22} {}",
             event.event_seq, event.kind, event.payload
@@ -258,10 +258,10 @@ pub(crate) async fn repeat_after_deadline() -> Result<bool, BoxError> {
     );
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let (effects, _, _) = read_effects(&workdir.join("effects.jsonl"));
-    let id = created.to_string();
+    let id = created.clone();
     let count = |op: u32| effects.get(&(id.clone(), op)).map_or(0, Vec::len);
     println!("events after the repeat:");
-    for event in kernel.events(created).await.unwrap_or_default() {
+    for event in kernel.events(&created).await.unwrap_or_default() {
         println!(
             "    {:>3} {:<22} {}",
             event.event_seq, event.kind, event.payload
@@ -271,7 +271,7 @@ pub(crate) async fn repeat_after_deadline() -> Result<bool, BoxError> {
     println!(
         "execution {id}: at-most-once op 1 ran {charges} time(s); step op 2 ran {}; steps recorded {}",
         count(2),
-        kernel.steps(created).await.unwrap_or_default().len()
+        kernel.steps(&created).await.unwrap_or_default().len()
     );
     slot.kill().await;
     kernel.shutdown().await;

@@ -4,12 +4,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
+use rebuno::wire::{Event, Execution, ExecutionStatus, StepRecord};
+use rebuno_campaign::rfc3339::unix_nanos;
 use rebuno_campaign::{
     AT_MOST_ONCE, DENIED, EffectLine, GATED, MODEL, Op, Program, SPAWN, TOOL, expected_output,
 };
-use rebuno_devkernel::{Event, Execution, ExecutionStatus, StepRecord, StepStatus};
 use serde_json::Value;
-use uuid::Uuid;
 
 use crate::kernel::Snapshot;
 use crate::ledger::Ledger;
@@ -76,9 +76,10 @@ pub(crate) fn read_effects(path: &Path) -> (Effects, usize, Vec<String>) {
 
 /// The kernel step of a leaf op (the first started when there are several).
 fn step_of<'a>(steps: &'a [StepRecord], op: &Op) -> Option<&'a StepRecord> {
-    steps_of(steps, op)
-        .into_iter()
-        .min_by_key(|s| (s.started_at.is_none(), s.started_at))
+    steps_of(steps, op).into_iter().min_by_key(|s| {
+        let started = s.started_at.as_deref().and_then(unix_nanos);
+        (started.is_none(), started)
+    })
 }
 
 /// Every kernel step of a leaf op.
@@ -116,7 +117,7 @@ fn error_reason(step: &StepRecord) -> Option<&str> {
 }
 
 fn is_indeterminate(step: &StepRecord) -> bool {
-    step.status == StepStatus::Failed && error_reason(step) == Some("indeterminate")
+    step.status == "failed" && error_reason(step) == Some("indeterminate")
 }
 
 /// Everything the checks need.
@@ -124,12 +125,12 @@ pub(crate) struct Inputs<'a> {
     pub(crate) kernel: &'a Snapshot,
     pub(crate) ledger: &'a Ledger,
     /// Top-level executions and their programs.
-    pub(crate) created: &'a [(Uuid, Program)],
+    pub(crate) created: &'a [(String, Program)],
     pub(crate) effects_path: &'a Path,
     /// The agents' and the kernel's stderr logs (checked for panics).
     pub(crate) agent_logs: Vec<std::path::PathBuf>,
     /// Child executions by parent id.
-    pub(crate) children: HashMap<String, Vec<Uuid>>,
+    pub(crate) children: HashMap<String, Vec<String>>,
     /// Kernel restarts were the only fault (`--scenario kernel-restart`): every execution must
     /// complete and no step body may run twice.
     pub(crate) restarts_only: bool,
@@ -149,10 +150,10 @@ pub(crate) fn verify(inputs: &Inputs<'_>) -> Report {
         report.violate("effect log is well formed", "-", line);
     }
     // Children: by label, from the parents' programs; found through the parent's spawn step.
-    let mut queue: Vec<(Uuid, Program, Option<String>)> = inputs
+    let mut queue: Vec<(String, Program, Option<String>)> = inputs
         .created
         .iter()
-        .map(|(id, p)| (*id, p.clone(), None))
+        .map(|(id, p)| (id.clone(), p.clone(), None))
         .collect();
     let mut outcome: HashMap<String, (ExecutionStatus, String)> = HashMap::new();
     let mut index = 0;
@@ -164,13 +165,13 @@ pub(crate) fn verify(inputs: &Inputs<'_>) -> Report {
         } else {
             report.executions += 1;
         }
-        let Some(execution) = inputs.kernel.execution(id) else {
-            report.violate("execution exists", &id.to_string(), program.label.clone());
+        let Some(execution) = inputs.kernel.execution(&id) else {
+            report.violate("execution exists", &id, program.label.clone());
             continue;
         };
         let children = check_execution(inputs, &mut report, &execution, &program, &effects);
         for (child, child_program) in children {
-            queue.push((child, child_program, Some(id.to_string())));
+            queue.push((child, child_program, Some(id.clone())));
         }
         outcome.insert(
             program.label.clone(),
@@ -192,7 +193,7 @@ pub(crate) fn verify(inputs: &Inputs<'_>) -> Report {
             _ => false,
         });
         let cut = inputs.ledger.cut_exists("POST", "/v0/executions")
-            || !inputs.ledger.cuts_of(&id.to_string()).is_empty();
+            || !inputs.ledger.cuts_of(id).is_empty();
         if !child_failed && cut {
             // The spawn tool's own kernel call (child create, step read) was cut.
             if let Some(n) = report.failed.get_mut("subagent_failed") {
@@ -209,7 +210,7 @@ pub(crate) fn verify(inputs: &Inputs<'_>) -> Report {
         } else if !child_failed {
             report.violate(
                 "failed only with reasons the faults explain",
-                &id.to_string(),
+                id,
                 format!("failed by its subagent but no child failed: {reason}"),
             );
         }
@@ -231,7 +232,7 @@ fn classify(
     steps: &[StepRecord],
 ) -> Result<&'static str, String> {
     let reason = execution.failure_reason.as_str();
-    let id = execution.id.to_string();
+    let id = &execution.id;
     if reason.contains(SPAWN) {
         return Ok("subagent_failed");
     }
@@ -242,7 +243,7 @@ fn classify(
         return Err(format!("{reason} (but no step is indeterminate)"));
     }
     if reason.starts_with("agent_error: Network") {
-        let cuts = inputs.ledger.cuts_of(&id);
+        let cuts = inputs.ledger.cuts_of(id);
         if cuts
             .iter()
             .any(|(method, path, _)| method == "POST" && path.ends_with("/steps"))
@@ -261,10 +262,10 @@ fn check_execution(
     execution: &Execution,
     program: &Program,
     effects: &Effects,
-) -> Vec<(Uuid, Program)> {
-    let id = execution.id.to_string();
-    let steps = inputs.kernel.steps(execution.id);
-    let events = inputs.kernel.events(execution.id);
+) -> Vec<(String, Program)> {
+    let id = execution.id.clone();
+    let steps = inputs.kernel.steps(&id);
+    let events = inputs.kernel.events(&id);
     let label = &program.label;
     // At most one settle event per step.
     let mut settles: HashMap<&str, usize> = HashMap::new();
@@ -341,7 +342,7 @@ fn check_execution(
                 format!("{label}: op {} logged a different kind", op.id()),
             );
         }
-        let status = step.map(|s| s.status);
+        let status = step.map(|s| s.status.as_str());
         match op {
             Op::AtMostOnce { .. } => {
                 if count > 1 {
@@ -360,7 +361,7 @@ fn check_execution(
                         ),
                     );
                 }
-                if status == Some(StepStatus::Succeeded) && count != 1 {
+                if status == Some("succeeded") && count != 1 {
                     report.violate(
                         "a recorded effect ran",
                         &id,
@@ -376,7 +377,7 @@ fn check_execution(
                         format!("{label}: op {} ran {count} times", op.id()),
                     );
                 }
-                if step.is_some_and(|s| s.status != StepStatus::Denied) {
+                if step.is_some_and(|s| s.status != "denied") {
                     report.violate(
                         "a denied tool never runs",
                         &id,
@@ -385,7 +386,7 @@ fn check_execution(
                 }
             }
             Op::Tool { .. } | Op::Step { .. } | Op::Approval { .. } | Op::Llm { .. } => {
-                if status == Some(StepStatus::Succeeded) && count == 0 {
+                if status == Some("succeeded") && count == 0 {
                     report.violate(
                         "a recorded effect ran",
                         &id,
@@ -397,9 +398,9 @@ fn check_execution(
         }
         if completed {
             let want = if matches!(op, Op::Denied { .. }) {
-                StepStatus::Denied
+                "denied"
             } else {
-                StepStatus::Succeeded
+                "succeeded"
             };
             if status != Some(want) {
                 report.violate(
@@ -464,7 +465,7 @@ fn check_execution(
         .collect();
     if !subagent_ops.is_empty() {
         for candidate in inputs.kernel_children(&id) {
-            let Some(child) = inputs.kernel.execution(candidate) else {
+            let Some(child) = inputs.kernel.execution(&candidate) else {
                 continue;
             };
             let Some((_, child_program)) = subagent_ops.iter().find(|(op, _)| {
@@ -473,7 +474,7 @@ fn check_execution(
             }) else {
                 report.violate(
                     "subagents match the program",
-                    &candidate.to_string(),
+                    &candidate,
                     format!("{label}: a child of no spawn step"),
                 );
                 continue;
@@ -481,7 +482,7 @@ fn check_execution(
             if child.input != serde_json::to_value(child_program).unwrap_or_default() {
                 report.violate(
                     "subagents match the program",
-                    &candidate.to_string(),
+                    &candidate,
                     format!("{label}: child input differs from its program"),
                 );
             }
@@ -514,7 +515,7 @@ fn check_restarts(
     events: &[Event],
     effects: &Effects,
 ) {
-    let id = execution.id.to_string();
+    let id = execution.id.clone();
     let label = &program.label;
     if execution.status == ExecutionStatus::Failed {
         let reason = &execution.failure_reason;
@@ -553,7 +554,7 @@ fn check_restarts(
 
 impl Inputs<'_> {
     /// Executions spawned by `parent` (the driver indexes them from the kernel's list).
-    fn kernel_children(&self, parent: &str) -> Vec<Uuid> {
+    fn kernel_children(&self, parent: &str) -> Vec<String> {
         self.children.get(parent).cloned().unwrap_or_default()
     }
 }

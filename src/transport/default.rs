@@ -1,6 +1,6 @@
 //! Which [`Transport`](super::Transport) the SDK uses when the builder is given none.
 
-use super::transport::{SharedTransport, TransportError};
+use super::{SharedTransport, TransportError};
 
 /// Proxy variables reqwest honours (and [`HyperTransport`](super::HyperTransport) does not).
 #[cfg(all(feature = "rt-tokio", feature = "reqwest", not(target_arch = "wasm32")))]

@@ -1,4 +1,5 @@
-//! The default [`Transport`]: reqwest (hyper on native targets, `fetch` on wasm32).
+//! [`ReqwestTransport`]: the default [`Transport`] on wasm32 (the host's `fetch`), and on native
+//! targets when a proxy variable is set (reqwest honours them).
 
 use std::time::Duration;
 
@@ -6,12 +7,12 @@ use bytes::Bytes;
 
 use futures_util::StreamExt;
 
-use super::transport::{
+use super::{
     ByteStream, StreamingFuture, Transport, TransportError, TransportErrorKind, TransportFuture,
 };
 use crate::error::BoxError;
 
-/// Sends kernel requests with a shared `reqwest::Client`.
+/// Sends requests with a shared `reqwest::Client`.
 ///
 /// On native targets it needs a Tokio runtime at call time and never follows redirects. On wasm32
 /// it uses the host's `fetch`, which follows redirects; on Cloudflare Workers prefer
@@ -39,7 +40,7 @@ impl ReqwestTransport {
     }
 }
 
-/// Idle kernel connections kept per host: enough for steady concurrency, without one idle
+/// Idle connections kept per host: enough for steady concurrency, without one idle
 /// socket (and its buffers) per execution that ever ran concurrently.
 #[cfg(not(target_arch = "wasm32"))]
 const MAX_IDLE_CONNECTIONS: usize = 32;

@@ -18,7 +18,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use super::transport::{
+use super::{
     ByteStream, StreamingFuture, Transport, TransportError, TransportErrorKind, TransportFuture,
 };
 use crate::error::BoxError;
@@ -40,12 +40,12 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// The default transport of agents and of [`llm::fetch`](crate::llm::fetch) on native targets.
 /// It never follows redirects and needs a Tokio runtime at call time (either flavour). It reads
 /// no proxy settings: when `HTTPS_PROXY`, `HTTP_PROXY` or `ALL_PROXY` is set, the SDK picks
-/// [`ReqwestTransport`](crate::kernel::ReqwestTransport) instead, which honours them.
+/// [`ReqwestTransport`](super::ReqwestTransport) instead, which honours them.
 ///
 /// ```no_run
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let agent = rebuno::Agent::builder("researcher")
-///     .transport(rebuno::kernel::HyperTransport::new()?)
+///     .transport(rebuno::transport::HyperTransport::new()?)
 ///     .handler(|input: serde_json::Value| async move { Ok::<_, rebuno::HandlerError>(input) })
 ///     .build()?;
 /// # let _ = agent; Ok(()) }
@@ -218,7 +218,7 @@ fn body_error(error: hyper::Error) -> TransportError {
     TransportError::new(TransportErrorKind::Other, error)
 }
 
-/// Connect failures never reached the kernel; anything later may have.
+/// Connect failures never reached the server; anything later may have.
 fn classify(error: hyper_util::client::legacy::Error) -> TransportError {
     let kind = if error.is_connect() {
         TransportErrorKind::Connect
