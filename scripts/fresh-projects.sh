@@ -149,7 +149,7 @@ lambda_host() {
   say "lambda: the bootstrap under the freezing simulator"
   (cd "$root" && REBUNO_LAMBDA_BOOTSTRAP="$CARGO_TARGET_DIR/lambda/hello-lambda/bootstrap" \
     REBUNO_LAMBDA_AGENT=hello REBUNO_LAMBDA_INPUT='"Ada"' REBUNO_LAMBDA_OUTPUT='"hello, Ada"' \
-    cargo test --quiet -p rebuno-lambda --test simulator -- --ignored packaged_bootstrap_completes_one_execution)
+    cargo test --quiet --workspace --test simulator -- --ignored packaged_bootstrap_completes_one_execution)
   walk lambda
 }
 
