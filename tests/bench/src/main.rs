@@ -27,6 +27,9 @@ mod measure;
 mod options;
 mod proc;
 mod report;
+// The campaign's parser, one copy for both tool crates.
+#[path = "../../campaign/src/rfc3339.rs"]
+#[allow(unreachable_pub)] // `pub` in the campaign library, where it is exported
 mod rfc3339;
 mod scale;
 mod spawn;
