@@ -21,7 +21,7 @@ pub(crate) async fn after_run(deadline: Option<Deadline>) {
                 .saturating_sub(EXPORT_MARGIN_MS);
             std::time::Duration::from_millis(left)
         });
-        crate::telemetry::flush_after_run(cap).await;
+        crate::telemetry::handoff::flush_after_run(cap).await;
     }
     #[cfg(not(feature = "opentelemetry"))]
     let _ = deadline;
@@ -31,7 +31,7 @@ pub(crate) async fn after_run(deadline: Option<Deadline>) {
 /// execution's runtime.
 pub(crate) fn after_step(runtime: &crate::rt::Runtime) {
     #[cfg(feature = "opentelemetry")]
-    crate::telemetry::schedule_after_step(runtime);
+    crate::telemetry::handoff::schedule_after_step(runtime);
     #[cfg(not(feature = "opentelemetry"))]
     let _ = runtime;
 }
@@ -39,7 +39,7 @@ pub(crate) fn after_step(runtime: &crate::rt::Runtime) {
 /// A kernel request is being sent again.
 pub(crate) fn kernel_retry() {
     #[cfg(feature = "opentelemetry")]
-    crate::telemetry::kernel_retry();
+    crate::telemetry::handoff::kernel_retry();
 }
 
 /// When a webhook arrived, for its acknowledgement latency: read only with the feature, so
@@ -63,6 +63,6 @@ impl Arrival {
     /// The dispatch that arrived then was acknowledged now.
     pub(crate) fn acked(self) {
         #[cfg(feature = "opentelemetry")]
-        crate::telemetry::acked(self.at.elapsed().as_secs_f64() * 1e3);
+        crate::telemetry::handoff::acked(self.at.elapsed().as_secs_f64() * 1e3);
     }
 }

@@ -1,350 +1,86 @@
-//! Building an exporter, and sending what it buffered.
+//! The exporter: the spans a layer finished, buffered until a flush sends them, with the
+//! metrics, to the OTLP endpoint.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderName, HeaderValue};
-use sha2::{Digest, Sha256};
 
 use super::metrics::Metrics;
-use super::record::{Attribute, FinishedSpan, Value, unix_nanos_now};
-use super::{Shared, Telemetry, otlp, register};
+use super::record::{Attribute, FinishedSpan, unix_nanos_now};
+use super::{config, otlp};
 use crate::error::{Error, ErrorKind, Result};
 use crate::transport::SharedTransport;
 
 /// Spans per export request (a collector takes 4 MiB bodies by default; a span is ~1 KiB).
 const SPANS_PER_REQUEST: usize = 512;
 
-/// Configures a [`Telemetry`]; start with [`Telemetry::otlp`].
-#[must_use = "call `build()` to make the exporter"]
-pub struct TelemetryBuilder {
-    endpoint: String,
-    service_name: Option<String>,
-    resource: Vec<Attribute>,
-    headers: Vec<(String, String)>,
-    transport: Option<SharedTransport>,
-    timeout: Duration,
-    export_replayed: bool,
-    metrics: bool,
-    metrics_interval: Duration,
-    export_interval: Duration,
-    level: tracing::Level,
-    max_buffered: usize,
+/// What a [`Telemetry`](super::Telemetry), its layers and the runs share: the settings, the
+/// buffer and the metrics. Made by the builder.
+pub(super) struct Exporter {
+    pub(super) traces_url: String,
+    pub(super) metrics_url: Option<String>,
+    pub(super) headers: http::HeaderMap,
+    pub(super) transport: SharedTransport,
+    pub(super) timeout: Duration,
+    pub(super) resource: Vec<Attribute>,
+    pub(super) export_replayed: bool,
+    /// The longest a finished span waits for an export while its run goes on.
+    pub(super) export_interval: Duration,
+    /// Whether an export is scheduled ([`schedule_after_step`](super::handoff::schedule_after_step)).
+    pub(super) export_scheduled: AtomicBool,
+    /// The least time between two metrics exports from runs' own flushes.
+    pub(super) metrics_interval: Duration,
+    /// The most verbose level of span and event exported.
+    pub(super) level: tracing::Level,
+    pub(super) max_buffered: usize,
+    pub(super) pending: Mutex<VecDeque<FinishedSpan>>,
+    pub(super) metrics: Mutex<Metrics>,
+    /// One export at a time: runs that finish together share it.
+    pub(super) flight: futures_util::lock::Mutex<()>,
 }
 
-impl std::fmt::Debug for TelemetryBuilder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let header_names: Vec<_> = self.headers.iter().map(|(name, _)| name).collect();
-        f.debug_struct("TelemetryBuilder")
-            .field("endpoint", &self.endpoint)
-            .field("service_name", &self.service_name)
-            .field("headers", &header_names)
-            .field("export_replayed", &self.export_replayed)
-            .finish_non_exhaustive()
+impl Exporter {
+    pub(super) fn lock_pending(&self) -> MutexGuard<'_, VecDeque<FinishedSpan>> {
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
-}
 
-impl TelemetryBuilder {
-    pub(super) fn new(endpoint: String) -> Self {
-        Self {
-            endpoint,
-            service_name: None,
-            resource: Vec::new(),
-            headers: Vec::new(),
-            transport: None,
-            timeout: Duration::from_secs(3),
-            export_replayed: false,
-            metrics: true,
-            metrics_interval: Duration::from_secs(10),
-            export_interval: Duration::from_secs(2),
-            level: tracing::Level::INFO,
-            max_buffered: 4096,
+    pub(super) fn with_metrics(&self, update: impl FnOnce(&mut Metrics)) {
+        update(&mut self.metrics.lock().unwrap_or_else(PoisonError::into_inner));
+    }
+
+    /// Buffers a finished span, dropping the oldest past the limit.
+    pub(super) fn push(&self, span: FinishedSpan) {
+        self.lock_pending().push_back(span);
+        self.trim();
+    }
+
+    /// Puts back spans an export failed to send, ahead of newer ones.
+    fn requeue(&self, spans: Vec<FinishedSpan>) {
+        let mut pending = self.lock_pending();
+        for span in spans.into_iter().rev() {
+            pending.push_front(span);
+        }
+        drop(pending);
+        self.trim();
+    }
+
+    /// Drops the oldest spans past the limit, counting them.
+    fn trim(&self) {
+        let mut pending = self.lock_pending();
+        let excess = pending.len().saturating_sub(self.max_buffered);
+        pending.drain(..excess);
+        drop(pending);
+        if excess > 0 {
+            self.with_metrics(|m| m.spans_dropped(excess as u64));
         }
     }
 
-    /// `service.name` (default `unknown_service:rebuno`).
-    pub fn service_name(mut self, name: impl Into<String>) -> Self {
-        self.service_name = Some(name.into());
-        self
-    }
-
-    /// Another resource attribute (`deployment.environment`, `cloud.region`…).
-    pub fn resource_attribute(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
-        self.resource.push((key.into(), Value::Text(value.into())));
-        self
-    }
-
-    /// A header on every export request (`authorization`, `x-honeycomb-team`…). Its value is
-    /// never printed.
-    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.headers.push((name.into(), value.into()));
-        self
-    }
-
-    /// The HTTP client to export with (default: the SDK's default client; on Workers, pass
-    /// `rebuno_workers::FetchTransport`).
-    pub fn transport(mut self, transport: impl crate::transport::Transport + 'static) -> Self {
-        self.transport = Some(SharedTransport::new(transport));
-        self
-    }
-
-    /// How long one flush may take at most (default 3 s). A run's own flush also stops short
-    /// of its host's deadline.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// Exports replayed step spans too (default `false`).
-    pub fn export_replayed(mut self, export: bool) -> Self {
-        self.export_replayed = export;
-        self
-    }
-
-    /// The most verbose spans and events exported (default `INFO`: the SDK's spans, and
-    /// yours at `INFO` and above; `DEBUG` adds the HTTP clients' connection chatter).
-    pub fn level(mut self, level: tracing::Level) -> Self {
-        self.level = level;
-        self
-    }
-
-    /// The longest a finished step's span waits for an export while its run goes on (default
-    /// 2 s; a run's end always exports at once). A process killed mid-run loses what finished
-    /// within this much of the kill.
-    pub fn export_interval(mut self, interval: Duration) -> Self {
-        self.export_interval = interval;
-        self
-    }
-
-    /// How often a run's own flush sends the metrics at most (default 10 s; [`Telemetry::flush`]
-    /// always sends them). They are cumulative, so a skipped export loses only resolution; but
-    /// a Lambda sandbox reaped after its last invocation loses what it counted since its last
-    /// export: set `Duration::ZERO` there to send them with every run.
-    pub fn metrics_interval(mut self, interval: Duration) -> Self {
-        self.metrics_interval = interval;
-        self
-    }
-
-    /// Exports metrics to `/v1/metrics` (default `true`).
-    pub fn metrics(mut self, export: bool) -> Self {
-        self.metrics = export;
-        self
-    }
-
-    /// Spans kept while the endpoint cannot be reached (default 4096); the oldest go first,
-    /// counted in `rebuno.telemetry.dropped_spans`.
-    pub fn max_buffered_spans(mut self, limit: usize) -> Self {
-        self.max_buffered = limit.max(1);
-        self
-    }
-
-    /// Makes the exporter.
-    ///
-    /// # Errors
-    ///
-    /// `config` for an endpoint that is not an `http(s)://` URL, a header that is not valid
-    /// HTTP, or no HTTP client compiled in and none given.
-    pub fn build(self) -> Result<Telemetry> {
-        let (traces_url, metrics_url) = endpoints(&self.endpoint)?;
-        let headers = header_map(&self.headers)?;
-        let transport = match self.transport {
-            Some(transport) => transport,
-            None => default_transport()?,
-        };
-        let start = unix_nanos_now();
-        let mut resource = vec![
-            (
-                "service.name".to_owned(),
-                Value::Text(
-                    self.service_name
-                        .unwrap_or_else(|| "unknown_service:rebuno".to_owned()),
-                ),
-            ),
-            (
-                "service.instance.id".to_owned(),
-                Value::Text(instance_id(start)),
-            ),
-            (
-                "telemetry.sdk.name".to_owned(),
-                Value::Text("rebuno".to_owned()),
-            ),
-            (
-                "telemetry.sdk.language".to_owned(),
-                Value::Text("rust".to_owned()),
-            ),
-            (
-                "telemetry.sdk.version".to_owned(),
-                Value::Text(env!("CARGO_PKG_VERSION").to_owned()),
-            ),
-        ];
-        resource.extend(self.resource);
-        let shared = Arc::new(Shared {
-            traces_url,
-            metrics_url: self.metrics.then_some(metrics_url),
-            headers,
-            transport,
-            timeout: self.timeout,
-            resource,
-            export_replayed: self.export_replayed,
-            metrics_interval: self.metrics_interval,
-            export_interval: self.export_interval,
-            export_scheduled: std::sync::atomic::AtomicBool::new(false),
-            level: self.level,
-            max_buffered: self.max_buffered,
-            pending: Mutex::new(VecDeque::new()),
-            metrics: Mutex::new(Metrics::new(start)),
-            flight: futures_util::lock::Mutex::new(()),
-        });
-        register(&shared);
-        Ok(Telemetry { shared })
-    }
-}
-
-fn config(message: impl Into<String>) -> Error {
-    Error::new(ErrorKind::Config, message)
-}
-
-/// The traces and metrics URLs of an OTLP/HTTP endpoint.
-fn endpoints(endpoint: &str) -> Result<(String, String)> {
-    let uri: http::Uri = endpoint
-        .parse()
-        .map_err(|_| config(format!("telemetry endpoint {endpoint:?} is not a URL")))?;
-    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
-        return Err(config(format!(
-            "telemetry endpoint {endpoint:?} is not an http:// or https:// URL"
-        )));
-    }
-    let base = endpoint.trim_end_matches('/');
-    Ok(match base.strip_suffix("/v1/traces") {
-        Some(root) => (base.to_owned(), format!("{root}/v1/metrics")),
-        None => (format!("{base}/v1/traces"), format!("{base}/v1/metrics")),
-    })
-}
-
-fn header_map(headers: &[(String, String)]) -> Result<HeaderMap> {
-    let mut map = HeaderMap::new();
-    for (name, value) in headers {
-        let name = HeaderName::try_from(name.as_str())
-            .map_err(|_| config(format!("telemetry header name {name:?} is not valid")))?;
-        let mut value = HeaderValue::try_from(value.as_str())
-            .map_err(|_| config(format!("telemetry header {name} has an invalid value")))?;
-        value.set_sensitive(true);
-        map.append(name, value);
-    }
-    Ok(map)
-}
-
-fn default_transport() -> Result<SharedTransport> {
-    match crate::transport::default_transport(crate::transport::Peer::Provider) {
-        Some(Ok(transport)) => Ok(transport),
-        Some(Err(error)) => {
-            Err(config("could not create the telemetry HTTP client").with_source(error))
-        }
-        None => Err(config(
-            "no HTTP client compiled in for telemetry: pass one with .transport()",
-        )),
-    }
-}
-
-/// A process-unique id: each process is its own metrics series.
-fn instance_id(start: u64) -> String {
-    let marker = 0u8;
-    let address = std::ptr::addr_of!(marker) as usize;
-    let digest = Sha256::new()
-        .chain_update(start.to_be_bytes())
-        .chain_update(address.to_be_bytes())
-        .finalize();
-    super::ids::to_hex(&digest[..16])
-}
-
-/// A [`Telemetry`] from `OTEL_*` variables read through `var`.
-pub(super) fn from_env(var: impl Fn(&str) -> Option<String>) -> Result<Option<Telemetry>> {
-    from_vars(var)?.map(TelemetryBuilder::build).transpose()
-}
-
-/// A builder configured from `OTEL_*` variables read through `var`.
-pub(super) fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<TelemetryBuilder>> {
-    let endpoint = var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        .or_else(|| var("OTEL_EXPORTER_OTLP_ENDPOINT"))
-        .filter(|value| !value.trim().is_empty());
-    let Some(endpoint) = endpoint else {
-        return Ok(None);
-    };
-    let mut builder = Telemetry::otlp(endpoint.trim());
-    if let Some(name) = var("OTEL_SERVICE_NAME").filter(|name| !name.is_empty()) {
-        builder = builder.service_name(name);
-    }
-    for (key, value) in pairs(
-        var("OTEL_RESOURCE_ATTRIBUTES").as_deref(),
-        "OTEL_RESOURCE_ATTRIBUTES",
-    )? {
-        builder = builder.resource_attribute(key, value);
-    }
-    for (key, value) in pairs(
-        var("OTEL_EXPORTER_OTLP_HEADERS").as_deref(),
-        "OTEL_EXPORTER_OTLP_HEADERS",
-    )? {
-        builder = builder.header(key, value);
-    }
-    Ok(Some(builder))
-}
-
-/// `k1=v1,k2=v2` with percent-encoded values, as the OpenTelemetry variables write them.
-fn pairs(text: Option<&str>, variable: &str) -> Result<Vec<(String, String)>> {
-    let Some(text) = text else {
-        return Ok(Vec::new());
-    };
-    text.split(',')
-        .filter(|pair| !pair.trim().is_empty())
-        .map(|pair| {
-            let (key, value) = pair
-                .split_once('=')
-                .ok_or_else(|| config(format!("{variable}: an entry has no `=`")))?;
-            Ok((key.trim().to_owned(), percent_decode(value.trim())))
-        })
-        .collect()
-}
-
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut index = 0;
-    while index < bytes.len() {
-        let escaped = (bytes[index] == b'%')
-            .then(|| text.get(index + 1..index + 3))
-            .flatten()
-            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
-        match escaped {
-            Some(byte) => {
-                out.push(byte);
-                index += 3;
-            }
-            None => {
-                out.push(bytes[index]);
-                index += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Whether a failed export may succeed if sent again: the endpoint was not reached or timed
-/// out (a timed-out batch may arrive twice; collectors keep the first of a span id), or it
-/// asked for a retry (429, 502, 503, 504, as OTLP/HTTP specifies). A body the endpoint refused
-/// (400) is dropped, or it would be refused forever.
-fn worth_retrying(error: &Error) -> bool {
-    match error.status() {
-        Some(status) => matches!(status.as_u16(), 429 | 502 | 503 | 504),
-        None => matches!(error.kind(), ErrorKind::Network | ErrorKind::Timeout),
-    }
-}
-
-impl Shared {
     /// Sends the buffered spans, then the metrics if they changed (and, unless `every_time`,
     /// the metrics interval has passed since they were last sent), within `budget`.
-    pub(crate) async fn flush_within(&self, budget: Duration, every_time: bool) -> Result<()> {
+    pub(super) async fn flush_within(&self, budget: Duration, every_time: bool) -> Result<()> {
         // The budget counts the wait for an export already under way: behind a collector that
         // never answers, runs ending together wait about one timeout in all, not one each.
         #[allow(clippy::disallowed_methods)] // web_time's `Instant` also works on wasm32
@@ -377,10 +113,7 @@ impl Shared {
             return Ok(());
         };
         let snapshot = {
-            let mut metrics = self
-                .metrics
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut metrics = self.metrics.lock().unwrap_or_else(PoisonError::into_inner);
             let now = unix_nanos_now();
             let interval = u64::try_from(self.metrics_interval.as_nanos()).unwrap_or(u64::MAX);
             let due = every_time || now.saturating_sub(metrics.exported_unix_nanos) >= interval;
@@ -447,11 +180,24 @@ impl Shared {
     }
 }
 
+/// Whether a failed export may succeed if sent again: the endpoint was not reached or timed
+/// out (a timed-out batch may arrive twice; collectors keep the first of a span id), or it
+/// asked for a retry (429, 502, 503, 504, as OTLP/HTTP specifies). A body the endpoint refused
+/// (400) is dropped, or it would be refused forever.
+fn worth_retrying(error: &Error) -> bool {
+    match error.status() {
+        Some(status) => matches!(status.as_u16(), 429 | 502 | 503 | 504),
+        None => matches!(error.kind(), ErrorKind::Network | ErrorKind::Timeout),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::record::{FinishedSpan, SpanKind};
+    use crate::telemetry::Telemetry;
+    use crate::telemetry::record::SpanKind;
     use crate::transport::{Transport, TransportError, TransportErrorKind, TransportFuture};
+    use std::sync::Arc;
 
     /// Answers each export with the next scripted status (0: the connection is refused) and
     /// counts the spans it was sent.
@@ -613,43 +359,5 @@ mod tests {
         assert!(telemetry.flush().await.is_err());
         assert_eq!(telemetry.buffered_spans(), 2);
         assert_eq!(telemetry.shared.metrics.lock().unwrap().dropped_spans, 3);
-    }
-
-    #[test]
-    fn endpoints_get_the_signal_paths() {
-        let (traces, metrics) = endpoints("http://127.0.0.1:4318/").unwrap();
-        assert_eq!(traces, "http://127.0.0.1:4318/v1/traces");
-        assert_eq!(metrics, "http://127.0.0.1:4318/v1/metrics");
-        let (traces, metrics) = endpoints("https://api.example.com/otlp/v1/traces").unwrap();
-        assert_eq!(traces, "https://api.example.com/otlp/v1/traces");
-        assert_eq!(metrics, "https://api.example.com/otlp/v1/metrics");
-        assert!(endpoints("collector:4318").is_err());
-        assert!(endpoints("ftp://collector").is_err());
-    }
-
-    #[test]
-    fn the_environment_is_read_like_other_opentelemetry_sdks() {
-        let env = |name: &str| match name {
-            "OTEL_EXPORTER_OTLP_ENDPOINT" => Some("http://127.0.0.1:4318".to_owned()),
-            "OTEL_EXPORTER_OTLP_HEADERS" => Some("x-api-key=s%3Dcret, team = a".to_owned()),
-            "OTEL_SERVICE_NAME" => Some("triage".to_owned()),
-            _ => None,
-        };
-        let telemetry = from_env(env).unwrap().unwrap();
-        let shared = &telemetry.shared;
-        assert_eq!(shared.headers["x-api-key"], "s=cret");
-        assert_eq!(shared.headers["team"], "a");
-        assert!(
-            shared
-                .resource
-                .contains(&("service.name".to_owned(), Value::Text("triage".to_owned())))
-        );
-        assert!(
-            !format!("{telemetry:?}").contains("cret"),
-            "no secret in Debug"
-        );
-        assert!(from_env(|_| None).unwrap().is_none());
-        let bad = |name: &str| (name == "OTEL_EXPORTER_OTLP_ENDPOINT").then(|| "nope".to_owned());
-        assert!(from_env(bad).is_err());
     }
 }

@@ -11,7 +11,7 @@ use tracing_subscriber::Layer;
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::{LookupSpan, SpanRef};
 
-use super::Shared;
+use super::export::Exporter;
 use super::ids::{self, SpanId, TraceId};
 use super::record::{
     Attribute, FinishedSpan, SpanEvent, SpanKind, SpanLink, Value, unix_nanos_now,
@@ -23,7 +23,7 @@ const MAX_EVENTS: usize = 32;
 /// A [`Layer`] that exports the SDK's spans to OTLP. Made by
 /// [`Telemetry::layer`](super::Telemetry::layer); see the [module docs](super).
 pub struct TelemetryLayer {
-    pub(super) shared: Arc<Shared>,
+    pub(super) shared: Arc<Exporter>,
 }
 
 impl fmt::Debug for TelemetryLayer {
@@ -380,10 +380,8 @@ where
         if let Some(finished) = self.finish(tracked) {
             self.shared.push(finished);
         }
-        match role {
-            Role::Dispatch => super::run_closed(&self.shared),
-            Role::Step => super::step_closed(&self.shared),
-            Role::Create | Role::Inner => {}
+        if matches!(role, Role::Dispatch | Role::Step) {
+            super::handoff::span_closed(&self.shared, role == Role::Dispatch);
         }
     }
 }

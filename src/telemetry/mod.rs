@@ -89,57 +89,29 @@
 //! | `rebuno.kernel.retries` | sum | |
 //! | `rebuno.telemetry.dropped_spans` | sum | |
 
+mod builder;
 mod export;
+pub(crate) mod handoff;
 mod ids;
 mod layer;
 mod metrics;
 mod otlp;
 mod record;
 
-use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
-use std::time::Duration;
+use std::sync::Arc;
 
-pub use export::TelemetryBuilder;
+pub use builder::TelemetryBuilder;
 pub use layer::TelemetryLayer;
 
-use crate::error::Result;
-use crate::transport::SharedTransport;
-use metrics::Metrics;
-use record::{Attribute, FinishedSpan};
+use crate::error::{Error, ErrorKind, Result};
+use export::Exporter;
 
 /// An OTLP exporter of the SDK's spans and metrics. Cheap to clone; see the [module
 /// docs](self).
 #[derive(Clone)]
 pub struct Telemetry {
-    shared: Arc<Shared>,
-}
-
-/// What the layer, the exporter and the runs share.
-pub(crate) struct Shared {
-    traces_url: String,
-    metrics_url: Option<String>,
-    headers: http::HeaderMap,
-    transport: SharedTransport,
-    timeout: Duration,
-    resource: Vec<Attribute>,
-    export_replayed: bool,
-    /// The longest a finished span waits for an export while its run goes on.
-    export_interval: Duration,
-    /// Whether an export is scheduled ([`schedule_after_step`]).
-    export_scheduled: AtomicBool,
-    /// The least time between two metrics exports from runs' own flushes.
-    metrics_interval: Duration,
-    /// The most verbose level of span and event exported.
-    level: tracing::Level,
-    max_buffered: usize,
-    pending: Mutex<VecDeque<FinishedSpan>>,
-    metrics: Mutex<Metrics>,
-    /// One export at a time: runs that finish together share it.
-    flight: futures_util::lock::Mutex<()>,
+    shared: Arc<Exporter>,
 }
 
 impl Telemetry {
@@ -158,7 +130,8 @@ impl Telemetry {
     ///
     /// `config` when a variable does not parse.
     pub fn from_env() -> Result<Option<Self>> {
-        export::from_env(|name| std::env::var(name).ok())
+        let builder = builder::from_vars(|name| std::env::var(name).ok())?;
+        builder.map(TelemetryBuilder::build).transpose()
     }
 
     /// A builder configured from the same `OTEL_*` variables, read through `var`: the
@@ -178,7 +151,7 @@ impl Telemetry {
     ///
     /// `config` when a variable does not parse.
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<TelemetryBuilder>> {
-        export::from_vars(var)
+        builder::from_vars(var)
     }
 
     /// The [`tracing_subscriber::Layer`] that feeds this exporter.
@@ -220,143 +193,7 @@ impl fmt::Debug for Telemetry {
     }
 }
 
-impl Shared {
-    fn lock_pending(&self) -> MutexGuard<'_, VecDeque<FinishedSpan>> {
-        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    pub(crate) fn with_metrics(&self, update: impl FnOnce(&mut Metrics)) {
-        update(&mut self.metrics.lock().unwrap_or_else(PoisonError::into_inner));
-    }
-
-    /// Buffers a finished span, dropping the oldest past the limit.
-    pub(crate) fn push(&self, span: FinishedSpan) {
-        let mut pending = self.lock_pending();
-        pending.push_back(span);
-        let excess = pending.len().saturating_sub(self.max_buffered);
-        pending.drain(..excess);
-        drop(pending);
-        if excess > 0 {
-            self.with_metrics(|m| m.spans_dropped(excess as u64));
-        }
-    }
-
-    /// Puts back spans an export failed to send, ahead of newer ones.
-    fn requeue(&self, spans: Vec<FinishedSpan>) {
-        let mut pending = self.lock_pending();
-        for span in spans.into_iter().rev() {
-            pending.push_front(span);
-        }
-        let excess = pending.len().saturating_sub(self.max_buffered);
-        pending.drain(..excess);
-        drop(pending);
-        if excess > 0 {
-            self.with_metrics(|m| m.spans_dropped(excess as u64));
-        }
-    }
-}
-
-/// Every exporter built in this process, for the counters kept outside any span
-/// (acknowledgements, kernel retries): they are per process.
-static BUILT: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
-
-fn register(shared: &Arc<Shared>) {
-    let mut built = BUILT.lock().unwrap_or_else(PoisonError::into_inner);
-    built.retain(|weak| weak.strong_count() > 0);
-    built.push(Arc::downgrade(shared));
-}
-
-fn built() -> Vec<Arc<Shared>> {
-    BUILT
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .iter()
-        .filter_map(Weak::upgrade)
-        .collect()
-}
-
-thread_local! {
-    /// The exporters that saw a run's span close on this thread and have not flushed since:
-    /// the run's task takes them in the same poll (see [`flush_after_run`]).
-    static CLOSED_RUNS: RefCell<Vec<Arc<Shared>>> = const { RefCell::new(Vec::new()) };
-}
-
-thread_local! {
-    /// The exporters that saw a step's span close on this thread since the step's caller last
-    /// looked (see [`schedule_after_step`]).
-    static CLOSED_STEPS: RefCell<Vec<Arc<Shared>>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Called by the layer when a step's span closes.
-pub(crate) fn step_closed(shared: &Arc<Shared>) {
-    CLOSED_STEPS.with(|closed| {
-        let mut closed = closed.borrow_mut();
-        if !closed.iter().any(|known| Arc::ptr_eq(known, shared)) {
-            closed.push(Arc::clone(shared));
-        }
-    });
-}
-
-/// After a step's span closed: each exporter that saw it gets an export within its
-/// [`export_interval`](TelemetryBuilder::export_interval), on `runtime`, unless one is already
-/// on its way. A process killed mid-run so loses at most the last interval's spans.
-pub(crate) fn schedule_after_step(runtime: &crate::rt::Runtime) {
-    let exporters = CLOSED_STEPS.with(|closed| std::mem::take(&mut *closed.borrow_mut()));
-    for shared in exporters {
-        if shared.export_scheduled.swap(true, Ordering::AcqRel) {
-            continue;
-        }
-        // The delay is made inside the task, so nothing touches the timer unless it runs.
-        let sleeper = runtime.clone();
-        let export = crate::rt::Task::new(async move {
-            sleeper.sleep(shared.export_interval).await;
-            shared.export_scheduled.store(false, Ordering::Release);
-            if let Err(error) = shared.flush_within(shared.timeout, false).await {
-                tracing::warn!(%error, "telemetry export failed; kept for the next flush");
-            }
-        });
-        // Spawned with no current span: a spawner that carries the current span into its
-        // tasks (TokioRuntime does) would keep the run's span open until the export, past the
-        // run's own flush. (Entering `Span::none()` would not do: it leaves the current span.)
-        let no_span = tracing::subscriber::NoSubscriber::default();
-        tracing::subscriber::with_default(no_span, || runtime.spawn(export));
-    }
-}
-
-/// Called by the layer when a run's span closes.
-pub(crate) fn run_closed(shared: &Arc<Shared>) {
-    CLOSED_RUNS.with(|closed| {
-        let mut closed = closed.borrow_mut();
-        if !closed.iter().any(|known| Arc::ptr_eq(known, shared)) {
-            closed.push(Arc::clone(shared));
-        }
-    });
-}
-
-/// Flushes the exporters whose layer saw the run that just ended, each within its timeout and
-/// `cap`; a failure is logged, never raised (the run is over). Only those: an exporter of
-/// another subscriber (another test, another runtime) is left to its own runs.
-pub(crate) async fn flush_after_run(cap: Option<Duration>) {
-    // Taken before the first await, in the poll that closed the run's span.
-    let exporters = CLOSED_RUNS.with(|closed| std::mem::take(&mut *closed.borrow_mut()));
-    for shared in exporters {
-        let budget = cap.map_or(shared.timeout, |cap| cap.min(shared.timeout));
-        if let Err(error) = shared.flush_within(budget, false).await {
-            tracing::warn!(%error, "telemetry export failed; kept for the next flush");
-        }
-    }
-}
-
-/// Counts a kernel request sent again.
-pub(crate) fn kernel_retry() {
-    for shared in built() {
-        shared.with_metrics(Metrics::kernel_retry);
-    }
-}
-
-/// Records how long a dispatch took to acknowledge.
-pub(crate) fn acked(millis: f64) {
-    for shared in built() {
-        shared.with_metrics(|m| m.acked(millis));
-    }
+/// A `config` error about the telemetry settings.
+fn config(message: impl Into<String>) -> Error {
+    Error::new(ErrorKind::Config, message)
 }
