@@ -2,6 +2,17 @@
 //!
 //! Deserialization is lenient: unknown fields are ignored and empty lists may be `null`, so a
 //! newer kernel never breaks an older SDK.
+//!
+//! The records are `#[non_exhaustive]` (a kernel may add fields) and implement [`Default`]: a
+//! record built outside this crate, for a test double or by a kernel of its own, is a default
+//! value with its fields set.
+//!
+//! ```
+//! let mut execution = rebuno::wire::Execution::default();
+//! execution.id = "01890a5d-ac96-774b-bcce-b302099a8057".to_owned();
+//! execution.status = rebuno::wire::ExecutionStatus::Completed;
+//! assert!(execution.status.is_terminal());
+//! ```
 
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
@@ -25,7 +36,7 @@ pub(crate) struct WebhookPayload {
 }
 
 /// Status of an execution.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ExecutionStatus {
@@ -41,7 +52,8 @@ pub enum ExecutionStatus {
     Failed,
     /// Cancelled by a client, a deadline or its parent.
     Cancelled,
-    /// A status this SDK does not know.
+    /// A status this SDK does not know (and a [`Default`] record's).
+    #[default]
     #[serde(other)]
     Unknown,
 }
@@ -67,7 +79,7 @@ impl ExecutionStatus {
 }
 
 /// The step that spawned a subagent execution.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct SpawnedBy {
     /// The parent execution.
@@ -77,7 +89,7 @@ pub struct SpawnedBy {
 }
 
 /// An execution as the kernel reports it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Execution {
     /// UUIDv7 id.
@@ -152,7 +164,7 @@ impl Execution {
 }
 
 /// What the kernel decided about a submitted step.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Decision {
@@ -172,13 +184,31 @@ pub enum Decision {
     ExecutionTerminal,
     /// A step outcome was recorded.
     Recorded,
-    /// A decision this SDK does not know.
+    /// A decision this SDK does not know (and a [`Default`] record's).
+    #[default]
     #[serde(other)]
     Unknown,
 }
 
+impl Decision {
+    /// The decision as the kernel spells it (`proceed`, ...; `unknown` for [`Self::Unknown`]).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Proceed => "proceed",
+            Self::Replay => "replay",
+            Self::Denied => "denied",
+            Self::Blocked => "blocked",
+            Self::RateLimited => "rate_limited",
+            Self::ExecutionBlocked => "execution_blocked",
+            Self::ExecutionTerminal => "execution_terminal",
+            Self::Recorded => "recorded",
+            Self::Unknown => "unknown",
+        }
+    }
+}
+
 /// A resource a live step touches, with whether a checkpoint is due after it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct ResourceGeneration {
     /// The resource key.
@@ -186,12 +216,12 @@ pub struct ResourceGeneration {
     /// Its generation after this step started.
     pub generation: u64,
     /// Whether the SDK should capture a checkpoint after the body.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub due: bool,
 }
 
 /// The kernel's answer to a step submit, complete or fail.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct StepDecision {
     /// The decision.
@@ -205,15 +235,15 @@ pub struct StepDecision {
     /// The recorded error of a replayed step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<Value>,
+    /// The approval a blocked step waits on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<String>,
     /// Why a step was denied, rate limited or parked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// The policy rule behind a denial.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule_id: Option<String>,
-    /// The approval a blocked step waits on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approval_id: Option<String>,
     /// Resources this live step touches.
     #[serde(
         default,
@@ -224,7 +254,7 @@ pub struct StepDecision {
 }
 
 /// A recorded step.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct StepRecord {
     /// 64-hex step id.
@@ -347,7 +377,7 @@ mod tests {
 }
 
 /// One entry of an execution's event log.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Event {
     /// The execution.
@@ -378,7 +408,7 @@ pub struct ExecutionPage {
 }
 
 /// Where an [`Approval`] stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ApprovalStatus {
@@ -390,7 +420,8 @@ pub enum ApprovalStatus {
     Denied,
     /// Nobody decided before its timeout.
     Expired,
-    /// A status this SDK does not know.
+    /// A status this SDK does not know (and a [`Default`] record's).
+    #[default]
     #[serde(other)]
     Unknown,
 }
@@ -409,7 +440,7 @@ impl ApprovalStatus {
 }
 
 /// A human decision a `require_approval` policy rule waits for.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Approval {
     /// UUIDv7 id.
@@ -441,7 +472,7 @@ pub struct Approval {
 }
 
 /// Where an execution can be forked, and which checkpoints cover which events.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct ForkPoints {
     /// The newest event sequence number.
@@ -455,7 +486,7 @@ pub struct ForkPoints {
 }
 
 /// A captured checkpoint of a resource.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct Checkpoint {
     /// The resource key.
@@ -472,15 +503,15 @@ pub struct Checkpoint {
 }
 
 /// A registered resource as the kernel reports it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct ResourceView {
     /// The resource key.
     pub key: String,
     /// The driver's id.
     pub driver_id: String,
-    /// The driver's configuration.
-    #[serde(default)]
+    /// The driver's configuration (`null`: none).
+    #[serde(default, skip_serializing_if = "Value::is_null")]
     pub configuration: Value,
     /// Whether coverage lasts until an affecting step starts.
     #[serde(default)]

@@ -1,13 +1,11 @@
 //! How webhook deliveries are retried: the attempts a dispatch gets before `dispatch_exhausted`
 //! and the backoff between them, as the Go kernel's `DispatchMaxAttempts`, `DispatchBaseDelay`
 //! and `DispatchMaxDelay`. `rebuno-dev` reads them from its flags, its environment and its
-//! manifest; [`DevKernelBuilder`] takes them with [`max_attempts`](DevKernelBuilder::max_attempts)
-//! and [`retry_backoff`](DevKernelBuilder::retry_backoff), or all at once with
-//! [`DispatchRetry::apply`].
+//! manifest; [`DevKernelBuilder`](crate::DevKernelBuilder) takes them one by one, or all at
+//! once with [`dispatch_retry`](crate::DevKernelBuilder::dispatch_retry).
 
 use std::time::Duration;
 
-use crate::DevKernelBuilder;
 use crate::policy::duration::parse_go_duration;
 
 /// Delivery attempts of a dispatch before `dispatch_exhausted` (the Go kernel's default).
@@ -60,7 +58,7 @@ pub(crate) const MAX_DELAY: Names = Names {
 ///
 /// let mut retry = DispatchRetry::default();
 /// retry.max_attempts = Some(8);
-/// let builder = retry.apply(DevKernel::builder())?; // 1 s doubling to 30 s, 8 attempts
+/// let builder = DevKernel::builder().dispatch_retry(retry)?; // 1 s doubling to 30 s, 8 attempts
 /// # let _ = builder;
 /// # Ok::<(), rebuno_devkernel::DispatchRetryError>(())
 /// ```
@@ -93,15 +91,14 @@ impl DispatchRetry {
         }
     }
 
-    /// Sets the values given on `builder` (the others keep what `builder` has) once they are
-    /// checked together.
-    ///
-    /// # Errors
-    ///
-    /// [`DispatchRetryError`] when `max_attempts` is 0 or the base delay is above the max
-    /// delay.
-    pub fn apply(self, builder: DevKernelBuilder) -> Result<DevKernelBuilder, DispatchRetryError> {
-        let (attempts, base, max) = builder.retry_settings();
+    /// The settings given here over `attempts`, `base` and `max` (the builder's), once they
+    /// are checked together.
+    pub(crate) fn checked(
+        self,
+        attempts: u32,
+        base: Duration,
+        max: Duration,
+    ) -> Result<(u32, Duration, Duration), DispatchRetryError> {
         let attempts = self.max_attempts.unwrap_or(attempts);
         let (base, max) = (
             self.base_delay.unwrap_or(base),
@@ -122,23 +119,39 @@ impl DispatchRetry {
                 MAX_DELAY.key
             )));
         }
-        Ok(builder.max_attempts(attempts).retry_backoff(base, max))
+        Ok((attempts, base, max))
     }
 
-    /// The settings of `REBUNO_DISPATCH_MAX_ATTEMPTS`, `REBUNO_DISPATCH_BASE_DELAY` and
-    /// `REBUNO_DISPATCH_MAX_DELAY` in `env` (unset or empty: not given).
-    pub(crate) fn from_env(env: &impl Fn(&str) -> Option<String>) -> Result<Self, String> {
-        let read = |names: Names| env(names.env).filter(|text| !text.trim().is_empty());
+    /// The settings `rebuno-dev` takes from its flags, else from its environment: `flag(name)`
+    /// is the value given to the flag `name` (`--dispatch-max-attempts`,
+    /// `--dispatch-base-delay`, `--dispatch-max-delay`), `env(name)` the variable's
+    /// (`REBUNO_DISPATCH_MAX_ATTEMPTS`, `REBUNO_DISPATCH_BASE_DELAY`,
+    /// `REBUNO_DISPATCH_MAX_DELAY`; unset or empty: not given). Counts are whole numbers, 1 or
+    /// more; delays are Go durations (`500ms`, `1m30s`).
+    ///
+    /// # Errors
+    ///
+    /// [`DispatchRetryError`] naming the flag or variable whose value does not parse.
+    pub fn from_flags_and_env(
+        flag: impl Fn(&str) -> Option<String>,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, DispatchRetryError> {
+        let flags = Self::read(|names| flag(names.flag).map(|text| (text, names.flag)))?;
+        let set = |names: Names| env(names.env).filter(|text| !text.trim().is_empty());
+        let from_env = Self::read(|names| set(names).map(|text| (text, names.env)))?;
+        Ok(flags.or(from_env))
+    }
+
+    /// The settings `value` gives, each with the flag or variable it came from.
+    fn read(
+        value: impl Fn(Names) -> Option<(String, &'static str)>,
+    ) -> Result<Self, DispatchRetryError> {
+        let delay = |names| value(names).map(|(text, from)| parse_delay(&text, from));
+        let attempts = value(MAX_ATTEMPTS).map(|(text, from)| parse_attempts(&text, from));
         Ok(Self {
-            max_attempts: read(MAX_ATTEMPTS)
-                .map(|text| parse_attempts(&text, MAX_ATTEMPTS.env))
-                .transpose()?,
-            base_delay: read(BASE_DELAY)
-                .map(|text| parse_delay(&text, BASE_DELAY.env))
-                .transpose()?,
-            max_delay: read(MAX_DELAY)
-                .map(|text| parse_delay(&text, MAX_DELAY.env))
-                .transpose()?,
+            max_attempts: attempts.transpose().map_err(DispatchRetryError)?,
+            base_delay: delay(BASE_DELAY).transpose().map_err(DispatchRetryError)?,
+            max_delay: delay(MAX_DELAY).transpose().map_err(DispatchRetryError)?,
         })
     }
 }
@@ -212,25 +225,6 @@ mod tests {
     }
 
     #[test]
-    fn the_environment_is_read_and_checked() {
-        let env = |name: &str| match name {
-            "REBUNO_DISPATCH_MAX_ATTEMPTS" => Some("8".to_owned()),
-            "REBUNO_DISPATCH_MAX_DELAY" => Some("1m".to_owned()),
-            _ => Some(String::new()),
-        };
-        let retry = DispatchRetry::from_env(&env).unwrap();
-        assert_eq!(retry.max_attempts, Some(8));
-        assert_eq!(retry.base_delay, None);
-        assert_eq!(retry.max_delay, Some(Duration::from_secs(60)));
-        let bad = |name: &str| (name == "REBUNO_DISPATCH_BASE_DELAY").then(|| "soon".to_owned());
-        let error = DispatchRetry::from_env(&bad).unwrap_err();
-        assert!(
-            error.starts_with("REBUNO_DISPATCH_BASE_DELAY \"soon\""),
-            "{error}"
-        );
-    }
-
-    #[test]
     fn settings_merge_and_are_checked_together() {
         let flag = DispatchRetry {
             max_attempts: Some(2),
@@ -245,7 +239,9 @@ mod tests {
         assert_eq!(merged.max_attempts, Some(2));
         assert_eq!(merged.base_delay, Some(Duration::from_secs(40)));
         // 40 s against the default max of 30 s.
-        let error = merged.apply(DevKernelBuilder::default()).unwrap_err();
+        let defaults = (DEFAULT_MAX_ATTEMPTS, DEFAULT_BASE_DELAY, DEFAULT_MAX_DELAY);
+        let check = |retry: DispatchRetry| retry.checked(defaults.0, defaults.1, defaults.2);
+        let error = check(merged).unwrap_err();
         assert!(
             error
                 .to_string()
@@ -260,14 +256,13 @@ mod tests {
             max_attempts: Some(0),
             ..DispatchRetry::default()
         };
-        assert!(zero.apply(DevKernelBuilder::default()).is_err());
+        assert!(check(zero).is_err());
         let fine = DispatchRetry {
             max_delay: Some(Duration::from_secs(40)),
             ..merged
         };
-        let builder = fine.apply(DevKernelBuilder::default()).unwrap();
         let expected = (2, Duration::from_secs(40), Duration::from_secs(40));
-        assert_eq!(builder.retry_settings(), expected);
+        assert_eq!(check(fine), Ok(expected));
     }
 
     #[test]

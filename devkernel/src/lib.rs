@@ -30,7 +30,7 @@
 //! delivered at once rather than polled); a sweeper reclaims expired leases and expires
 //! approvals.
 //!
-//! The `rebuno-dev` binary serves the kernel and is also a small client ([`cli`]):
+//! The `rebuno-dev` binary serves the kernel and is also a small client:
 //! `rebuno-dev exec create|list|get|events|timeline|export|cancel|redeliver`, `rebuno-dev approvals list|grant|deny`.
 //! How it retries deliveries is [`DispatchRetry`].
 //!
@@ -51,7 +51,6 @@
 #![warn(clippy::too_many_lines)]
 
 mod backoff;
-pub mod cli;
 mod clock;
 pub mod crash;
 mod dispatch_retry;

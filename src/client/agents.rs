@@ -8,7 +8,7 @@ use crate::error::Result;
 
 /// An agent registered with the kernel, as `GET /v0/agents` reports it. The kernel never
 /// returns the agent's webhook secret.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct AgentRecord {
     /// The agent's id, as executions name it.

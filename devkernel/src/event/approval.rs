@@ -4,7 +4,8 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::private::hidden_or_none;
-use crate::model::{Approval, ApprovalStatus};
+use crate::model::ApprovalRow;
+use rebuno::wire::ApprovalStatus;
 
 /// `approval.requested|granted|denied|expired`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -19,12 +20,12 @@ pub(crate) struct ApprovalChanged {
     pub(crate) rationale: Option<String>,
     /// The whole approval when it is requested (private).
     #[serde(default, skip_serializing_if = "hidden_or_none")]
-    pub(crate) approval: Option<Box<Approval>>,
+    pub(crate) approval: Option<Box<ApprovalRow>>,
 }
 
 impl ApprovalChanged {
     /// The event for `approval` as it is now (with the whole row when `requested`).
-    pub(crate) fn of(approval: &Approval) -> Self {
+    pub(crate) fn of(approval: &ApprovalRow) -> Self {
         Self {
             approval_id: approval.id,
             step_id: approval.step_id.clone(),

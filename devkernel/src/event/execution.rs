@@ -8,7 +8,8 @@ use uuid::Uuid;
 
 use super::private::hidden_or_none;
 use crate::model::present;
-use crate::model::{Execution, ExecutionStatus, Restoration, SpawnedBy, Timestamp};
+use crate::model::{ExecutionRow, Restoration, Timestamp};
+use rebuno::wire::{ExecutionStatus, SpawnedBy};
 
 /// `execution.created`: the new execution, pending.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -24,12 +25,12 @@ pub(crate) struct Created {
     pub(crate) deadline_at: Option<Timestamp>,
     /// The whole projection at creation (private).
     #[serde(default, skip_serializing_if = "hidden_or_none")]
-    pub(crate) execution: Option<Box<Execution>>,
+    pub(crate) execution: Option<Box<ExecutionRow>>,
 }
 
 impl Created {
     /// The event creating `exec` (the fork variant leaves `spawned_by` out).
-    pub(crate) fn of(exec: &Execution) -> Self {
+    pub(crate) fn of(exec: &ExecutionRow) -> Self {
         Self {
             execution_id: exec.id,
             status: ExecutionStatus::Pending,

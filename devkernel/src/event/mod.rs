@@ -26,7 +26,7 @@ pub(crate) use execution::{Completed, Created, Ended, Forked, Started, StatusCha
 pub(crate) use resource::{Bound, CheckpointFailed, Checkpointed, Initialized, Registered};
 pub(crate) use step::{Decided, Executing, Proposed, Refused, StepRef, Succeeded, Usage};
 
-use crate::model::{Event, Timestamp};
+use crate::model::{LogEntry, Timestamp};
 
 /// Declares [`EventKind`] and [`EventBody`] from one table, so a kind's name is written once.
 macro_rules! event_kinds {
@@ -215,7 +215,7 @@ impl Recorded {
 
     /// The wire form, private facts left out, every object's keys in sorted order (as Go
     /// writes a map), whichever `serde_json` features the build unifies.
-    pub(crate) fn to_wire(&self) -> Event {
+    pub(crate) fn to_wire(&self) -> LogEntry {
         let payload = match serde_json::to_value(&self.body) {
             Ok(Value::Object(mut map)) => map.remove("payload"),
             Ok(_) => None,
@@ -224,7 +224,7 @@ impl Recorded {
                 None
             }
         };
-        Event {
+        LogEntry {
             execution_id: self.execution_id,
             event_seq: self.event_seq,
             kind: self.kind().as_str().to_owned(),

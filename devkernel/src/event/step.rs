@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::private::hidden_or_none;
-use crate::model::StepRecord;
+use crate::model::StepRow;
 use crate::model::present;
 
 /// The fields every `step.*` payload starts with.
@@ -19,7 +19,7 @@ pub(crate) struct StepRef {
 
 impl StepRef {
     /// The reference of a recorded step.
-    pub(crate) fn of(step: &StepRecord) -> Self {
+    pub(crate) fn of(step: &StepRow) -> Self {
         Self {
             step_id: step.step_id.clone(),
             step_type: step.kind.clone(),
@@ -34,7 +34,7 @@ pub(crate) struct Proposed {
     #[serde(flatten)]
     pub(crate) step: StepRef,
     #[serde(default, skip_serializing_if = "hidden_or_none")]
-    pub(crate) record: Option<Box<StepRecord>>,
+    pub(crate) record: Option<Box<StepRow>>,
 }
 
 /// `step.allowed` and `step.awaiting_approval`: the policy verdict that decided it.

@@ -25,7 +25,7 @@ pub(super) fn register(kernel: &Kernel, spec: AgentSpec) -> Result<AgentRecord, 
             .lease_timeout_seconds
             .and_then(|s| i64::try_from(s).ok()),
     };
-    wire::record(&kernel.upsert_agent(request, policy)?)
+    Ok(wire::agent(kernel.upsert_agent(request, policy)?))
 }
 
 impl DevKernel {

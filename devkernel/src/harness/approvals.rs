@@ -9,7 +9,8 @@ use crate::kernel::{DecideRequest, Resolution};
 impl DevKernel {
     /// Pending approvals, oldest first.
     pub fn approvals(&self) -> Vec<Approval> {
-        wire::record(&self.kernel.approvals(None)).unwrap_or_default()
+        let rows = self.kernel.approvals(None);
+        rows.into_iter().map(wire::approval).collect()
     }
 
     /// Grants an approval (no `decided_by`): the step runs when the execution resumes.

@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::agents::register;
 use super::{AgentSpec, DevKernel, DevKernelError};
 use crate::clock::Clock;
+use crate::dispatch_retry::{DispatchRetry, DispatchRetryError};
 use crate::kernel::{Config, Kernel};
 
 /// Configures and starts a [`DevKernel`].
@@ -52,7 +53,7 @@ impl DevKernelBuilder {
 
     /// Delivery attempts before `dispatch_exhausted` (default 5, as the Go kernel's
     /// `DispatchMaxAttempts`; 0 counts as 1). A lease expiry uses one too: the reclaimed
-    /// dispatch is delivered again as its next attempt. [`DispatchRetry`](crate::DispatchRetry)
+    /// dispatch is delivered again as its next attempt. [`dispatch_retry`](Self::dispatch_retry)
     /// sets it with the backoff, checked (`rebuno-dev`: `--dispatch-max-attempts`).
     #[must_use]
     pub fn max_attempts(mut self, attempts: u32) -> Self {
@@ -70,10 +71,19 @@ impl DevKernelBuilder {
         self
     }
 
-    /// The delivery attempts, base delay and max delay set so far.
-    pub(crate) fn retry_settings(&self) -> (u32, Duration, Duration) {
+    /// Delivery retries all at once, as `rebuno-dev` takes them: each setting `retry` gives
+    /// replaces this builder's ([`max_attempts`](Self::max_attempts),
+    /// [`retry_backoff`](Self::retry_backoff)), once they are checked together.
+    ///
+    /// # Errors
+    ///
+    /// [`DispatchRetryError`] when `max_attempts` is 0 or the base delay is above the max
+    /// delay.
+    pub fn dispatch_retry(self, retry: DispatchRetry) -> Result<Self, DispatchRetryError> {
         let config = &self.config;
-        (config.max_attempts, config.backoff_base, config.backoff_cap)
+        let (attempts, base, max) =
+            retry.checked(config.max_attempts, config.backoff_base, config.backoff_cap)?;
+        Ok(self.max_attempts(attempts).retry_backoff(base, max))
     }
 
     /// Webhook HTTP timeout (default 30 s).

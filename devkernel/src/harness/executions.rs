@@ -18,20 +18,21 @@ impl DevKernel {
         &self,
         request: NewExecution,
     ) -> Result<Execution, DevKernelError> {
-        wire::record(&self.kernel.create_execution(request, &Principal::Admin)?)
+        Ok(wire::execution(
+            self.kernel.create_execution(request, &Principal::Admin)?,
+        ))
     }
 
     /// An execution snapshot (`None` if unknown).
     pub fn execution(&self, id: &str) -> Option<Execution> {
         let execution = self.kernel.execution(uuid(id)?, &Principal::Admin).ok()?;
-        wire::record(&execution).ok()
+        Some(wire::execution(execution))
     }
 
     /// The whole event log of an execution (empty if unknown).
     pub fn events(&self, id: &str) -> Vec<Event> {
-        uuid(id)
-            .and_then(|id| wire::record(&self.kernel.all_events(id)).ok())
-            .unwrap_or_default()
+        let entries = uuid(id).map(|id| self.kernel.all_events(id));
+        entries.into_iter().flatten().map(wire::event).collect()
     }
 
     /// The kinds of an execution's events, in log order, for assertions on what happened.
@@ -55,8 +56,10 @@ impl DevKernel {
     pub fn steps(&self, id: &str) -> Vec<StepRecord> {
         uuid(id)
             .and_then(|id| self.kernel.steps(id, &Principal::Admin, false).ok())
-            .and_then(|steps| wire::record(&steps).ok())
-            .unwrap_or_default()
+            .into_iter()
+            .flatten()
+            .map(wire::step)
+            .collect()
     }
 
     /// An execution's history for [`replay::check`](crate::replay::check): the execution, its
@@ -101,7 +104,6 @@ impl DevKernel {
     pub fn resources(&self, id: &str) -> Vec<ResourceView> {
         uuid(id)
             .and_then(|id| self.kernel.resources(id, &Principal::Admin).ok())
-            .and_then(|resources| wire::record(&resources).ok())
             .unwrap_or_default()
     }
 
@@ -112,11 +114,9 @@ impl DevKernel {
     /// Unknown execution.
     pub fn fork_points(&self, id: &str) -> Result<ForkPoints, DevKernelError> {
         let uuid = known(id)?;
-        let points = self
-            .kernel
+        self.kernel
             .fork_points(uuid, &Principal::Admin)
-            .map_err(|e| unknown(e, "execution", id))?;
-        wire::record(&points)
+            .map_err(|e| unknown(e, "execution", id))
     }
 
     /// Forks an execution at `at_seq`, like `POST /v0/executions/{id}/fork` without a
@@ -135,6 +135,6 @@ impl DevKernel {
             .kernel
             .fork(uuid, &Principal::Admin, request)
             .map_err(|e| unknown(e, "execution", id))?;
-        wire::record(&forked)
+        Ok(wire::execution(forked))
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use rebuno::wire::{Event, Execution, ExecutionStatus};
 
 use super::error::{LAST_EVENTS, summary};
-use super::{DevKernel, DevKernelError, wire};
+use super::{DevKernel, DevKernelError};
 use crate::EventKind;
 use crate::kernel::NewExecution;
 
@@ -136,10 +136,8 @@ impl DevKernel {
         // The watch's guard is dropped before the execution is read: holding it while taking
         // the execution's lock deadlocks with `publish`, which sends under that lock.
         let watched = async {
-            let settled = status
-                .wait_for(|s| done(wire::status(*s)) || s.is_terminal())
-                .await;
-            settled.map(|s| wire::status(*s))
+            let settled = status.wait_for(|s| done(*s) || s.is_terminal()).await;
+            settled.map(|s| *s)
         };
         match tokio::time::timeout(timeout, watched).await {
             Ok(Ok(reached)) if done(reached) => self

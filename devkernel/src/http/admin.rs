@@ -9,7 +9,7 @@ use super::body::{Capped, Strict};
 use super::error::{ApiResult, json, no_content, ok};
 use super::parse_id;
 use crate::kernel::{AgentRequest, DecideRequest, Kernel, PolicyTestRequest, Resolution, Scope};
-use crate::model::ApprovalStatus;
+use rebuno::wire::ApprovalStatus;
 
 /// `GET /v0/health`.
 pub(super) async fn health() -> ApiResult {

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::Kernel;
 use crate::error::KernelError;
-use crate::model::AgentRecord;
+use crate::model::AgentRow;
 use crate::policy::Policy;
 use crate::store::AgentEntry;
 
@@ -61,7 +61,7 @@ impl Kernel {
         &self,
         request: AgentRequest,
         policy: Option<Arc<Policy>>,
-    ) -> Result<AgentRecord, KernelError> {
+    ) -> Result<AgentRow, KernelError> {
         if request.id.trim().is_empty() {
             return Err(KernelError::validation("id is required"));
         }
@@ -81,7 +81,7 @@ impl Kernel {
             .filter(|s| *s >= MIN_LEASE_SECONDS);
         let previous = self.store().agent(&request.id);
         let policy = policy.or_else(|| previous.as_ref().and_then(|p| p.policy.clone()));
-        let agent = AgentRecord {
+        let agent = AgentRow {
             id: request.id,
             webhook_url: request.webhook_url,
             policy_bundle: policy.as_ref().map(|p| p.yaml().to_owned()),
@@ -104,7 +104,7 @@ impl Kernel {
     }
 
     /// An agent by id.
-    pub(crate) fn agent(&self, id: &str) -> Result<AgentRecord, KernelError> {
+    pub(crate) fn agent(&self, id: &str) -> Result<AgentRow, KernelError> {
         self.store()
             .agent(id)
             .map(|r| r.agent)
@@ -112,7 +112,7 @@ impl Kernel {
     }
 
     /// All agents sorted by id.
-    pub(crate) fn agents(&self) -> Vec<AgentRecord> {
+    pub(crate) fn agents(&self) -> Vec<AgentRow> {
         self.store().agents()
     }
 

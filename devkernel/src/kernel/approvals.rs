@@ -8,9 +8,10 @@ use super::terminal::settling;
 use super::{Followups, Kernel};
 use crate::error::KernelError;
 use crate::event::{ApprovalChanged, Decided, EventBody, Refused, StatusChanged, StepRef};
-use crate::model::{Approval, ApprovalStatus, ExecutionStatus, StepStatus};
+use crate::model::{ApprovalRow, StepStatus};
 use crate::policy::ApprovalConfig;
 use crate::store::ExecState;
+use rebuno::wire::{ApprovalStatus, ExecutionStatus};
 
 /// `POST /v0/approvals/{id}/grant|deny` body.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -33,7 +34,7 @@ pub(crate) enum Resolution {
 
 /// The event closing a pending `approval` with `status` (empty names and rationales left out).
 pub(crate) fn closing(
-    approval: &Approval,
+    approval: &ApprovalRow,
     status: ApprovalStatus,
     decided_by: Option<String>,
     rationale: &str,
@@ -65,7 +66,7 @@ impl Kernel {
     ) -> Uuid {
         let created = state.clock().timestamp();
         let timeout = config.timeout.unwrap_or(self.config().approval_timeout);
-        let approval = Approval {
+        let approval = ApprovalRow {
             id: Uuid::now_v7(),
             step_id: step_id.to_owned(),
             execution_id: state.exec.id,
@@ -94,7 +95,7 @@ impl Kernel {
     }
 
     /// Pending approvals, oldest first.
-    pub(crate) fn approvals(&self, status: Option<ApprovalStatus>) -> Vec<Approval> {
+    pub(crate) fn approvals(&self, status: Option<ApprovalStatus>) -> Vec<ApprovalRow> {
         let wanted = status.unwrap_or(ApprovalStatus::Pending);
         self.store()
             .approval_ids()
@@ -109,7 +110,7 @@ impl Kernel {
     }
 
     /// One approval.
-    pub(crate) fn approval(&self, id: Uuid) -> Result<Approval, KernelError> {
+    pub(crate) fn approval(&self, id: Uuid) -> Result<ApprovalRow, KernelError> {
         let exec = self
             .store()
             .approval_execution(id)

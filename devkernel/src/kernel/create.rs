@@ -9,8 +9,9 @@ use uuid::Uuid;
 use super::{Followups, Kernel, Principal};
 use crate::error::KernelError;
 use crate::event::{EventBody, Started};
-use crate::model::{Execution, ExecutionStatus, SpawnedBy, StepStatus, Timestamp};
+use crate::model::{ExecutionRow, StepStatus, Timestamp};
 use crate::store::{ExecCell, ExecState};
+use rebuno::wire::{ExecutionStatus, SpawnedBy};
 
 /// What to create: the body of `POST /v0/executions`.
 ///
@@ -34,7 +35,7 @@ pub struct NewExecution {
     #[serde(default)]
     idempotency_key: Option<String>,
     #[serde(default)]
-    spawned_by: Option<SpawnedBy>,
+    spawned_by: Option<ParentStep>,
     #[serde(default)]
     on_behalf_of: Option<String>,
 }
@@ -77,7 +78,7 @@ impl NewExecution {
         execution_id: impl Into<String>,
         step_id: impl Into<String>,
     ) -> Self {
-        self.spawned_by = Some(SpawnedBy {
+        self.spawned_by = Some(ParentStep {
             execution_id: execution_id.into(),
             step_id: step_id.into(),
         });
@@ -89,6 +90,25 @@ impl NewExecution {
     pub fn on_behalf_of(mut self, subject: impl Into<String>) -> Self {
         self.on_behalf_of = Some(subject.into());
         self
+    }
+}
+
+/// The body's `spawned_by`, as strict as the rest of the body (the Go kernel's decoder refuses
+/// unknown fields at any depth); the kernel's rows and events hold [`SpawnedBy`].
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ParentStep {
+    execution_id: String,
+    step_id: String,
+}
+
+impl ParentStep {
+    /// As the wire's record.
+    fn to_wire(&self) -> SpawnedBy {
+        let mut wire = SpawnedBy::default();
+        wire.execution_id.clone_from(&self.execution_id);
+        wire.step_id.clone_from(&self.step_id);
+        wire
     }
 }
 
@@ -124,7 +144,7 @@ impl Kernel {
         &self,
         request: NewExecution,
         principal: &Principal,
-    ) -> Result<Execution, KernelError> {
+    ) -> Result<ExecutionRow, KernelError> {
         let plan = self.plan(request)?;
         let (cell, created) = self.insert_once(&plan, principal)?;
         if let Some(admitted) = created {
@@ -243,7 +263,7 @@ impl Kernel {
     /// Checks a subagent's parent step and records the child on the parent (§1.6).
     fn link_child(
         &self,
-        spawned: &SpawnedBy,
+        spawned: &ParentStep,
         child: Uuid,
         child_session: Option<&str>,
         principal: &Principal,
@@ -327,17 +347,17 @@ impl Kernel {
 }
 
 /// The projection of a new, pending execution.
-fn new_execution(plan: &Plan, id: Uuid, created: Timestamp) -> Execution {
+fn new_execution(plan: &Plan, id: Uuid, created: Timestamp) -> ExecutionRow {
     let request = &plan.request;
     let input = request.input.clone().unwrap_or(Value::Null);
-    Execution {
+    ExecutionRow {
         session: plan.session.clone(),
         parent_execution_id: plan.parent,
         idempotency_key: plan.key.clone(),
-        spawned_by: request.spawned_by.clone(),
+        spawned_by: request.spawned_by.as_ref().map(ParentStep::to_wire),
         on_behalf_of: non_empty(request.on_behalf_of.clone()),
         deadline_at: plan.deadline.map(|after| created.plus(after)),
-        ..Execution::pending(id, request.agent_id.clone(), input, created)
+        ..ExecutionRow::pending(id, request.agent_id.clone(), input, created)
     }
 }
 

@@ -5,10 +5,12 @@ use serde::Deserialize;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::{Kernel, Lease, Principal};
+use super::{Kernel, Principal};
 use crate::error::KernelError;
 use crate::event::{Completed, EventBody, Recorded, StatusChanged};
-use crate::model::{Event, Execution, ExecutionStatus};
+use crate::model::{ExecutionRow, LogEntry};
+use crate::store::Lease;
+use rebuno::wire::ExecutionStatus;
 
 /// Default and largest page of `GET /v0/executions`.
 const LIST_DEFAULT: usize = 50;
@@ -48,7 +50,7 @@ pub(crate) struct ListQuery {
 /// One page of executions, newest first.
 #[derive(Debug, Clone, serde::Serialize)]
 pub(crate) struct ListPage {
-    pub(crate) executions: Vec<Execution>,
+    pub(crate) executions: Vec<ExecutionRow>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) next_cursor: Option<Uuid>,
 }
@@ -59,7 +61,7 @@ impl Kernel {
         &self,
         id: Uuid,
         principal: &Principal,
-    ) -> Result<Execution, KernelError> {
+    ) -> Result<ExecutionRow, KernelError> {
         Ok(self.cell(id, principal)?.lock().exec.clone())
     }
 
@@ -114,7 +116,7 @@ impl Kernel {
         id: Uuid,
         after_seq: u64,
         limit: Option<usize>,
-    ) -> Result<Vec<Event>, KernelError> {
+    ) -> Result<Vec<LogEntry>, KernelError> {
         let limit = limit
             .filter(|l| *l > 0)
             .unwrap_or(EVENTS_DEFAULT)
@@ -132,7 +134,7 @@ impl Kernel {
     }
 
     /// The whole log of an execution (empty if unknown).
-    pub(crate) fn all_events(&self, id: Uuid) -> Vec<Event> {
+    pub(crate) fn all_events(&self, id: Uuid) -> Vec<LogEntry> {
         self.store()
             .execution(id)
             .map(|cell| cell.lock().events.iter().map(Recorded::to_wire).collect())

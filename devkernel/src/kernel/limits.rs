@@ -7,12 +7,14 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::time::Instant;
 
+use super::step::bare;
 use super::{Followups, Kernel};
 use crate::backoff::jittered;
 use crate::event::{EventBody, Refused, StepRef};
-use crate::model::{StepDecision, StepStatus};
+use crate::model::StepStatus;
 use crate::policy::{Action, ApprovalConfig, BudgetScope, RateLimit, RateScope, Verdict};
 use crate::store::{ExecCell, ExecState, lock};
+use rebuno::wire::{Decision, StepDecision};
 
 const RATE_LIMITED: &str = "rate_limit_exceeded";
 const BUDGET_EXCEEDED: &str = "execution_token_budget_exceeded";
@@ -135,7 +137,7 @@ impl Kernel {
             error: Some(json!({"reason": RATE_LIMITED, "rule_id": rule})),
             policy_hash: None,
         }));
-        let mut decision = StepDecision::bare("rate_limited");
+        let mut decision = bare(Decision::RateLimited);
         decision.reason = Some(RATE_LIMITED.into());
         let mut followups = Followups::default();
         if limit.max_wait.is_some_and(|max| wait <= max) && !state.parked {
@@ -144,7 +146,7 @@ impl Kernel {
             state.retire_dispatches();
             let dispatch = state.enqueue_dispatch(current + jittered(wait));
             followups.deliver.push((state.exec.id, dispatch));
-            decision.decision = "blocked".into();
+            decision.decision = Decision::Blocked;
         }
         Some((decision, followups))
     }

@@ -6,8 +6,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::Kernel;
-use crate::model::ExecutionStatus;
 use crate::store::lock;
+use rebuno::wire::ExecutionStatus;
 
 /// Every status, so each series exists from the first scrape.
 const STATUSES: [ExecutionStatus; 6] = [

@@ -104,15 +104,6 @@ impl Default for Config {
     }
 }
 
-/// The dispatch lease an agent mutation carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Lease {
-    /// `Rebuno-Dispatch-Id`.
-    pub(crate) dispatch_id: Uuid,
-    /// `Rebuno-Dispatch-Attempt`.
-    pub(crate) attempt: u32,
-}
-
 /// Who is calling.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Principal {

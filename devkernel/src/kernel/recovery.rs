@@ -16,10 +16,10 @@ use uuid::Uuid;
 use super::{Followups, Kernel};
 use crate::error::KernelError;
 use crate::event::{DeliveryOutcome, DispatchChanged, DispatchState, EventBody, Recorded};
-use crate::model::ExecutionStatus;
 use crate::store::{
     Batch, ExecCell, ExecState, HeldLease, Journal, LeaseBook, Recovered, Registry,
 };
+use rebuno::wire::ExecutionStatus;
 
 /// How often unsynced journal and registry writes are flushed to disk.
 const SYNC_INTERVAL: Duration = Duration::from_millis(10);

@@ -5,8 +5,8 @@ use std::sync::Mutex;
 
 use uuid::Uuid;
 
-use crate::model::ExecutionStatus;
 use crate::store::lock;
+use rebuno::wire::ExecutionStatus;
 
 /// One session's queue.
 #[derive(Debug, Default)]

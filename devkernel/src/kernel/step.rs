@@ -11,14 +11,16 @@ use uuid::Uuid;
 use super::resources::captures::{self, Capture, CaptureFailure, Captures};
 use super::resources::generations;
 use super::terminal::settle_step;
-use super::{Followups, Kernel, Lease, Principal};
+use super::{Followups, Kernel, Principal};
 use crate::error::KernelError;
 use crate::event::{Decided, EventBody, Executing, Proposed, Refused, StepRef, Succeeded, Usage};
 use crate::identity;
-use crate::model::{ExecutionStatus, StepDecision, StepRecord, StepResource, StepStatus};
+use crate::model::{StepRow, StepStatus};
 use crate::policy::{Action, Policy, StepFacts, Verdict};
+use crate::store::Lease;
 use crate::store::{ExecCell, ExecState};
 use crate::usage;
+use rebuno::wire::{Decision, ExecutionStatus, ResourceGeneration, StepDecision};
 
 const AT_MOST_ONCE: &str = "at_most_once";
 const SAFE_TO_RETRY: &str = "safe_to_retry";
@@ -90,8 +92,8 @@ impl Proposal {
         })
     }
 
-    fn step(&self, execution_id: Uuid, step_id: String, occurrence: u32) -> StepRecord {
-        StepRecord {
+    fn step(&self, execution_id: Uuid, step_id: String, occurrence: u32) -> StepRow {
+        StepRow {
             step_id,
             execution_id,
             kind: self.kind.clone(),
@@ -115,7 +117,7 @@ impl Proposal {
 /// Starts a step live: status `executing`, generations of the affected resources bumped,
 /// `step.executing` (with `resources` and `generations` when any), their checkpoints
 /// invalidated at that seq. Returns the decision's `resources`.
-fn start_step(state: &mut ExecState, step_id: &str) -> Vec<StepResource> {
+fn start_step(state: &mut ExecState, step_id: &str) -> Vec<ResourceGeneration> {
     let Some(step) = state.steps.get(step_id) else {
         return Vec::new();
     };
@@ -138,10 +140,12 @@ fn start_step(state: &mut ExecState, step_id: &str) -> Vec<StepResource> {
     }));
     keys.iter()
         .filter_map(|key| state.resources.get(key))
-        .map(|resource| StepResource {
-            key: resource.key.clone(),
-            generation: resource.generation,
-            due: counts && resource.due(),
+        .map(|resource| {
+            let mut generation = ResourceGeneration::default();
+            generation.key.clone_from(&resource.key);
+            generation.generation = resource.generation;
+            generation.due = counts && resource.due();
+            generation
         })
         .collect()
 }
@@ -170,16 +174,16 @@ impl Kernel {
         let (decision, followups) = {
             let mut state = cell.lock();
             if state.exec.status.is_terminal() {
-                return Ok(StepDecision::bare("execution_terminal"));
+                return Ok(bare(Decision::ExecutionTerminal));
             }
             state.renew_lease(lease)?;
             self.decide_submission(&mut state, &cell.agent_id, lease, &proposal, &context)?
         };
-        self.metrics().decision(&decision.decision);
+        self.metrics().decision(decision.decision.as_str());
         tracing::debug!(
             execution = %id,
             step = decision.step_id.as_deref().unwrap_or(""),
-            decision = %decision.decision,
+            decision = decision.decision.as_str(),
             "step submitted"
         );
         cell.publish();
@@ -249,12 +253,12 @@ impl Kernel {
         state: &mut ExecState,
         agent_id: &str,
         proposal: &Proposal,
-        step: StepRecord,
+        step: StepRow,
         context: &Context,
     ) -> Result<(StepDecision, Followups, bool), KernelError> {
         if state.exec.status == ExecutionStatus::Blocked {
             return Ok((
-                StepDecision::bare("execution_blocked"),
+                bare(Decision::ExecutionBlocked),
                 Followups::default(),
                 false,
             ));
@@ -281,7 +285,7 @@ impl Kernel {
     fn record_new_step(
         &self,
         state: &mut ExecState,
-        step: StepRecord,
+        step: StepRow,
         verdict: &Verdict,
     ) -> (StepDecision, Followups) {
         let step_id = step.step_id.clone();
@@ -299,7 +303,7 @@ impl Kernel {
         let decision = match &verdict.action {
             Action::Allow => {
                 state.record(EventBody::StepAllowed(decided));
-                let mut decision = StepDecision::for_step("proceed", &step_id);
+                let mut decision = for_step(Decision::Proceed, &step_id);
                 decision.resources = start_step(state, &step_id);
                 decision
             }
@@ -307,8 +311,8 @@ impl Kernel {
             Action::RequireApproval(config) => {
                 state.record(EventBody::StepAwaitingApproval(decided));
                 let approval = self.request_approval(state, &step_id, config);
-                let mut decision = StepDecision::for_step("blocked", &step_id);
-                decision.approval_id = Some(approval);
+                let mut decision = for_step(Decision::Blocked, &step_id);
+                decision.approval_id = Some(approval.to_string());
                 decision
             }
         };
@@ -329,7 +333,7 @@ impl Kernel {
         let (decision, followups) = {
             let mut state = cell.lock();
             if state.exec.status.is_terminal() {
-                return Ok(StepDecision::bare("execution_terminal"));
+                return Ok(bare(Decision::ExecutionTerminal));
             }
             let step = state
                 .steps
@@ -351,7 +355,7 @@ impl Kernel {
             let outcome_seq = state.latest_seq();
             captures::commit(&mut state, records, outcome_seq);
             let followups = self.resume_if_idle(&mut state);
-            (StepDecision::bare("recorded"), followups)
+            (bare(Decision::Recorded), followups)
         };
         cell.publish();
         self.run(followups);
@@ -364,7 +368,7 @@ impl Kernel {
         id: Uuid,
         principal: &Principal,
         terminal_only: bool,
-    ) -> Result<Vec<StepRecord>, KernelError> {
+    ) -> Result<Vec<StepRow>, KernelError> {
         let cell = self.cell(id, principal)?;
         let state = cell.lock();
         Ok(state
@@ -381,7 +385,7 @@ impl Kernel {
         id: Uuid,
         principal: &Principal,
         step_id: &str,
-    ) -> Result<StepRecord, KernelError> {
+    ) -> Result<StepRow, KernelError> {
         let cell = self.cell(id, principal)?;
         let state = cell.lock();
         state
@@ -427,7 +431,7 @@ fn deny(state: &mut ExecState, step: StepRef, verdict: &Verdict) -> StepDecision
         error: Some(json!({"reason": reason, "rule_id": verdict.rule_id})),
         policy_hash: verdict.policy_hash.clone(),
     }));
-    let mut decision = StepDecision::for_step("denied", &step_id);
+    let mut decision = for_step(Decision::Denied, &step_id);
     decision.reason = Some(reason);
     decision.rule_id = Some(verdict.rule_id.clone());
     decision
@@ -435,7 +439,7 @@ fn deny(state: &mut ExecState, step: StepRef, verdict: &Verdict) -> StepDecision
 
 /// The event settling an executing step: `step.failed` with the error, or `step.succeeded`
 /// with the result (and an LLM call's token usage).
-fn outcome(step: &StepRecord, request: &OutcomeRequest, failed: bool) -> EventBody {
+fn outcome(step: &StepRow, request: &OutcomeRequest, failed: bool) -> EventBody {
     if failed {
         let error = request.error.clone().unwrap_or(Value::Null);
         let error = if error.is_null() { json!({}) } else { error };
@@ -457,8 +461,8 @@ fn outcome(step: &StepRecord, request: &OutcomeRequest, failed: bool) -> EventBo
 }
 
 /// `replay` with the recorded result or error.
-fn replay(step: &StepRecord) -> StepDecision {
-    let mut decision = StepDecision::for_step("replay", &step.step_id);
+fn replay(step: &StepRow) -> StepDecision {
+    let mut decision = for_step(Decision::Replay, &step.step_id);
     match step.status {
         StepStatus::Succeeded => decision.result = Some(step.result.clone().unwrap_or(Value::Null)),
         _ => decision.error = Some(step.error.clone().unwrap_or(Value::Null)),
@@ -469,7 +473,7 @@ fn replay(step: &StepRecord) -> StepDecision {
 /// The replay short-circuit: an existing step is handled without consulting policy.
 fn existing_step(state: &mut ExecState, step_id: &str) -> StepDecision {
     let Some(step) = state.steps.get(step_id) else {
-        return StepDecision::bare("execution_terminal");
+        return bare(Decision::ExecutionTerminal);
     };
     match step.status {
         StepStatus::Succeeded | StepStatus::Failed => replay(step),
@@ -477,21 +481,21 @@ fn existing_step(state: &mut ExecState, step_id: &str) -> StepDecision {
             let approval = state
                 .approvals
                 .values()
-                .find(|a| a.step_id == step_id && a.status == crate::model::ApprovalStatus::Pending)
-                .map(|a| a.id);
-            let mut decision = StepDecision::for_step("blocked", step_id);
+                .find(|a| a.step_id == step_id && a.status == rebuno::wire::ApprovalStatus::Pending)
+                .map(|a| a.id.to_string());
+            let mut decision = for_step(Decision::Blocked, step_id);
             decision.approval_id = approval;
             decision
         }
         StepStatus::Allowed | StepStatus::Proposed => {
-            let mut decision = StepDecision::for_step("proceed", step_id);
+            let mut decision = for_step(Decision::Proceed, step_id);
             decision.resources = start_step(state, step_id);
             decision
         }
         StepStatus::Executing if step.idempotency == AT_MOST_ONCE => {
             let error = json!({"reason": "indeterminate", "message": INDETERMINATE_MESSAGE});
             settle_step(state, step_id, EventBody::StepFailed, &error);
-            let mut decision = StepDecision::for_step("replay", step_id);
+            let mut decision = for_step(Decision::Replay, step_id);
             decision.error = Some(error);
             decision
         }
@@ -504,20 +508,34 @@ fn existing_step(state: &mut ExecState, step_id: &str) -> StepDecision {
                     .filter(|s| !s.is_empty())
                     .map(str::to_owned)
             };
-            let mut decision = StepDecision::for_step("denied", step_id);
+            let mut decision = for_step(Decision::Denied, step_id);
             decision.reason = Some(field("reason").unwrap_or_else(|| "policy_denied".into()));
             decision.rule_id = field("rule_id");
             decision
         }
         StepStatus::Executing => {
-            let mut decision = StepDecision::for_step("proceed", step_id);
+            let mut decision = for_step(Decision::Proceed, step_id);
             if !generations::affected(state, step).is_empty() {
                 decision.resources = start_step(state, step_id);
             }
             decision
         }
-        StepStatus::Cancelled => StepDecision::for_step("proceed", step_id),
+        StepStatus::Cancelled => for_step(Decision::Proceed, step_id),
     }
+}
+
+/// A bare decision token.
+pub(super) fn bare(decision: Decision) -> StepDecision {
+    let mut bare = StepDecision::default();
+    bare.decision = decision;
+    bare
+}
+
+/// A decision token with the step id.
+fn for_step(decision: Decision, step_id: &str) -> StepDecision {
+    let mut token = bare(decision);
+    token.step_id = Some(step_id.to_owned());
+    token
 }
 
 /// An `at_most_once` step whose earlier twin failed `indeterminate` must not run again.

@@ -6,9 +6,10 @@ use serde::Deserialize;
 use tokio::sync::broadcast;
 use uuid::Uuid;
 
-use super::{Kernel, Lease, Principal};
+use super::{Kernel, Principal};
 use crate::error::KernelError;
 use crate::model::StepStatus;
+use crate::store::Lease;
 
 /// Largest accepted delta, in bytes.
 const MAX_DELTA: usize = 7000;

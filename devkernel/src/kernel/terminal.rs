@@ -6,8 +6,9 @@ use uuid::Uuid;
 use super::approvals::closing;
 use super::{Followups, Kernel};
 use crate::event::{DeliveryOutcome, Ended, EventBody, Refused, StatusChanged, StepRef, Succeeded};
-use crate::model::{ApprovalStatus, Execution, ExecutionStatus, StepStatus};
+use crate::model::{ExecutionRow, StepStatus};
 use crate::store::ExecState;
+use rebuno::wire::{ApprovalStatus, ExecutionStatus};
 
 impl Kernel {
     /// Moves a locked execution to a terminal state: the event, retired dispatches.
@@ -109,7 +110,7 @@ impl Kernel {
     }
 
     /// Settles the parent's step with a child's outcome and resumes the parent if idle.
-    fn settle_parent(&self, parent: Uuid, step_id: &str, child: &Execution) -> Followups {
+    fn settle_parent(&self, parent: Uuid, step_id: &str, child: &ExecutionRow) -> Followups {
         let Some(cell) = self.store().execution(parent) else {
             return Followups::default();
         };
@@ -208,7 +209,7 @@ fn ended(
 }
 
 /// How a subagent's end settles its parent's step: its output, or why it did not complete.
-fn child_outcome(state: &ExecState, step_id: &str, child: &Execution) -> Option<EventBody> {
+fn child_outcome(state: &ExecState, step_id: &str, child: &ExecutionRow) -> Option<EventBody> {
     let step = state.steps.get(step_id)?;
     if child.status == ExecutionStatus::Completed {
         return Some(EventBody::StepSucceeded(Succeeded {

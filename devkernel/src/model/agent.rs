@@ -7,7 +7,7 @@ use super::Timestamp;
 
 /// A registered agent as returned by `GET /v0/agents/{id}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct AgentRecord {
+pub(crate) struct AgentRow {
     /// Agent id.
     pub(crate) id: String,
     /// Where dispatches are POSTed.

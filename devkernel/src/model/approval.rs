@@ -4,25 +4,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::Timestamp;
+use rebuno::wire::ApprovalStatus;
 
-/// Status of an approval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum ApprovalStatus {
-    /// Waiting for a decision.
-    Pending,
-    /// Granted: the step may run.
-    Granted,
-    /// Denied: the step is refused.
-    Denied,
-    /// Timed out or cancelled with its execution.
-    Expired,
-}
+use super::Timestamp;
 
 /// A human approval gate on a step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Approval {
+pub(crate) struct ApprovalRow {
     /// UUIDv7 id.
     pub(crate) id: Uuid,
     /// The gated step.

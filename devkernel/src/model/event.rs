@@ -8,7 +8,7 @@ use super::Timestamp;
 
 /// One entry of an execution's append-only event log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Event {
+pub(crate) struct LogEntry {
     /// Owning execution.
     pub(crate) execution_id: Uuid,
     /// 1-based position in the execution's log.

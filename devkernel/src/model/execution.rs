@@ -6,58 +6,13 @@ use uuid::Uuid;
 
 use std::collections::BTreeMap;
 
+use rebuno::wire::{ExecutionStatus, SpawnedBy};
+
 use super::{Restoration, Timestamp};
-
-/// Lifecycle status of an execution (PROTOCOL.md §1.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum ExecutionStatus {
-    /// Created but waiting (a busy session).
-    Pending,
-    /// Dispatched to the agent.
-    Running,
-    /// Waiting on an approval or on subagents.
-    Blocked,
-    /// Finished with an output.
-    Completed,
-    /// Failed (agent-reported or kernel reason such as `dispatch_exhausted`).
-    Failed,
-    /// Cancelled by a client, a deadline or a terminal parent.
-    Cancelled,
-}
-
-impl ExecutionStatus {
-    /// Whether this status is final (`completed`, `failed` or `cancelled`).
-    pub(crate) fn is_terminal(self) -> bool {
-        matches!(self, Self::Completed | Self::Failed | Self::Cancelled)
-    }
-
-    /// The wire name, e.g. `running`.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Running => "running",
-            Self::Blocked => "blocked",
-            Self::Completed => "completed",
-            Self::Failed => "failed",
-            Self::Cancelled => "cancelled",
-        }
-    }
-}
-
-/// The parent step that spawned a subagent execution.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct SpawnedBy {
-    /// The parent execution.
-    pub(crate) execution_id: String,
-    /// The parent's calling step.
-    pub(crate) step_id: String,
-}
 
 /// An execution as returned by `GET /v0/executions/{id}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Execution {
+pub(crate) struct ExecutionRow {
     /// UUIDv7 id.
     pub(crate) id: Uuid,
     /// The agent that runs it.
@@ -106,7 +61,7 @@ pub(crate) struct Execution {
     pub(crate) deadline_at: Option<Timestamp>,
 }
 
-impl Execution {
+impl ExecutionRow {
     /// A new, pending execution of `agent_id` created at `created` (no session, parent,
     /// key, output or failure yet).
     pub(crate) fn pending(id: Uuid, agent_id: String, input: Value, created: Timestamp) -> Self {

@@ -1,24 +1,21 @@
-//! The protocol's JSON objects (PROTOCOL.md §2.4, §1.12), public so tests can inspect them.
+//! The kernel's typed rows of the protocol's objects; the harness hands out `rebuno::wire` types.
 
 mod agent;
 mod api_key;
 mod approval;
-mod decision;
 mod event;
 mod execution;
 mod resource;
 mod step;
 mod time;
 
-pub(crate) use crate::event::EventKind;
-pub(crate) use agent::AgentRecord;
+pub(crate) use agent::AgentRow;
 pub(crate) use api_key::{ApiKey, IssuedApiKey};
-pub(crate) use approval::{Approval, ApprovalStatus};
-pub(crate) use decision::{StepDecision, StepResource};
-pub(crate) use event::Event;
-pub(crate) use execution::{Execution, ExecutionStatus, SpawnedBy};
-pub(crate) use resource::{CheckpointView, ForkPoints, ResourceView, Restoration};
-pub(crate) use step::{StepRecord, StepStatus};
+pub(crate) use approval::ApprovalRow;
+pub(crate) use event::LogEntry;
+pub(crate) use execution::ExecutionRow;
+pub(crate) use resource::Restoration;
+pub(crate) use step::{StepRow, StepStatus};
 pub(crate) use time::Timestamp;
 
 /// Deserializes a present field, `null` included, as `Some` (an absent one stays `None`

@@ -36,11 +36,25 @@ impl StepStatus {
             Self::Succeeded | Self::Failed | Self::Denied | Self::Cancelled
         )
     }
+
+    /// The wire name, e.g. `awaiting_approval`.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Proposed => "proposed",
+            Self::Allowed => "allowed",
+            Self::Denied => "denied",
+            Self::AwaitingApproval => "awaiting_approval",
+            Self::Executing => "executing",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
 }
 
 /// A durable step as returned by `GET /v0/executions/{id}/steps/{step_id}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct StepRecord {
+pub(crate) struct StepRow {
     /// 64-char hex identity.
     pub(crate) step_id: String,
     /// Owning execution.

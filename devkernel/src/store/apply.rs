@@ -15,8 +15,9 @@ use crate::event::{
     Proposed, Recorded, Refused, Registered, Succeeded,
 };
 use crate::identity;
-use crate::model::{ExecutionStatus, StepStatus, Timestamp};
+use crate::model::{StepStatus, Timestamp};
 use crate::policy::Policy;
+use rebuno::wire::ExecutionStatus;
 
 /// The step kind whose resources never count.
 const LLM_CALL: &str = "llm_call";

@@ -10,14 +10,14 @@ use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::leases::{Count, HeldLease, LeaseBook};
+use super::leases::{Count, HeldLease, Lease, LeaseBook};
 use super::{Batch, Dispatch, DispatchStatus, Journal, Resource};
 use crate::clock::Clock;
 use crate::error::KernelError;
 use crate::event::{Created, DispatchChanged, DispatchState, EventBody, Recorded, private};
-use crate::kernel::Lease;
-use crate::model::{Approval, Execution, ExecutionStatus, StepRecord};
+use crate::model::{ApprovalRow, ExecutionRow, StepRow};
 use crate::policy::Policy;
+use rebuno::wire::ExecutionStatus;
 
 /// Occurrence counter key: (dispatch, attempt, kind, target, args_hash).
 pub(crate) type OccurrenceKey = (Uuid, u32, String, String, String);
@@ -144,15 +144,15 @@ pub(crate) struct Recorder {
 #[derive(Debug)]
 pub(crate) struct Projection {
     /// The execution projection.
-    pub(crate) exec: Execution,
+    pub(crate) exec: ExecutionRow,
     /// Append-only log, seq = index + 1.
     pub(crate) events: Vec<Recorded>,
     /// Steps by id (ordered by id, as the API lists them).
-    pub(crate) steps: BTreeMap<String, StepRecord>,
+    pub(crate) steps: BTreeMap<String, StepRow>,
     /// `state` stored at completion.
     pub(crate) state: Option<Value>,
     /// Approvals of this execution.
-    pub(crate) approvals: BTreeMap<Uuid, Approval>,
+    pub(crate) approvals: BTreeMap<Uuid, ApprovalRow>,
     /// Registered resources by key.
     pub(crate) resources: BTreeMap<String, Resource>,
     /// Execution-specific policy bundle (a fork override or inherited from the source).
@@ -190,7 +190,7 @@ impl Deref for ExecState {
 impl ExecState {
     /// A new execution: its log starts with `execution.created` (and `extra`, e.g. a fork's
     /// `execution.forked`).
-    pub(crate) fn create(exec: Execution, recorder: Recorder) -> Self {
+    pub(crate) fn create(exec: ExecutionRow, recorder: Recorder) -> Self {
         let created = EventBody::ExecutionCreated(Created::of(&exec));
         let mut state = Self::empty(exec, recorder);
         state.record(created);
@@ -224,7 +224,7 @@ impl ExecState {
         Some(state)
     }
 
-    fn empty(exec: Execution, recorder: Recorder) -> Self {
+    fn empty(exec: ExecutionRow, recorder: Recorder) -> Self {
         Self {
             view: Projection {
                 exec,

@@ -21,6 +21,15 @@ use uuid::Uuid;
 use super::journal::{Journal, Line};
 use crate::model::Timestamp;
 
+/// The dispatch lease an agent mutation carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Lease {
+    /// `Rebuno-Dispatch-Id`.
+    pub(crate) dispatch_id: Uuid,
+    /// `Rebuno-Dispatch-Attempt`.
+    pub(crate) attempt: u32,
+}
+
 /// One occurrence count of a live attempt: kind, target, args hash and how many were recorded.
 pub(crate) type Count = (String, String, String, u32);
 

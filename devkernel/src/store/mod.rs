@@ -15,14 +15,14 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, Rw
 use rebuno::Secret;
 use uuid::Uuid;
 
-use crate::model::AgentRecord;
+use crate::model::AgentRow;
 use crate::policy::Policy;
 
 pub(crate) use apply::canonical_text;
 pub(crate) use dispatch::{Dispatch, DispatchStatus};
 pub(crate) use exec::{ExecCell, ExecState, Recorder};
 pub(crate) use journal::{Batch, Journal, Line};
-pub(crate) use leases::{HeldLease, LeaseBook};
+pub(crate) use leases::{HeldLease, Lease, LeaseBook};
 pub(crate) use registry::{Recovered, Registry, StoredKey};
 pub(crate) use resource::{Checkpoint, Resource};
 
@@ -30,7 +30,7 @@ pub(crate) use resource::{Checkpoint, Resource};
 #[derive(Debug, Clone)]
 pub(crate) struct AgentEntry {
     /// The public view.
-    pub(crate) agent: AgentRecord,
+    pub(crate) agent: AgentRow,
     /// HMAC secret: signs webhooks and verifies the agent's requests.
     pub(crate) secret: Secret,
     /// The secret before a rotation, still accepted on the agent's requests until retired.
@@ -89,7 +89,7 @@ impl Store {
     }
 
     /// All agents sorted by id.
-    pub(crate) fn agents(&self) -> Vec<AgentRecord> {
+    pub(crate) fn agents(&self) -> Vec<AgentRow> {
         read(&self.agents)
             .values()
             .map(|r| r.agent.clone())

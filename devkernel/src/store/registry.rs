@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use super::AgentEntry;
 use super::journal::{Journal, Line};
-use crate::model::{AgentRecord, ApiKey};
+use crate::model::{AgentRow, ApiKey};
 use crate::policy::Policy;
 
 /// An API key as the kernel keeps it.
@@ -53,7 +53,7 @@ impl Line for Entry {
 /// An agent as the kernel keeps it, its compiled policy as the bundle's YAML.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct StoredAgent {
-    agent: AgentRecord,
+    agent: AgentRow,
     #[serde(serialize_with = "expose")]
     secret: Secret,
     #[serde(
@@ -206,7 +206,7 @@ mod tests {
     fn agent(id: &str, secret: &str) -> AgentEntry {
         let yaml = "default_action: allow\nrules:\n  - id: no-rm\n    when: { step_kind: tool_call, target: \"rm*\" }\n    then: { decision: deny, reason: destructive }\n";
         AgentEntry {
-            agent: AgentRecord {
+            agent: AgentRow {
                 id: id.to_owned(),
                 webhook_url: format!("http://127.0.0.1:9/{id}"),
                 policy_bundle: Some(yaml.to_owned()),
@@ -233,7 +233,7 @@ mod tests {
     }
 
     /// What the kernel compares of an agent: the record, both secrets and the policy text.
-    fn view(entry: &AgentEntry) -> (AgentRecord, Secret, Option<Secret>, Option<String>) {
+    fn view(entry: &AgentEntry) -> (AgentRow, Secret, Option<Secret>, Option<String>) {
         (
             entry.agent.clone(),
             entry.secret.clone(),

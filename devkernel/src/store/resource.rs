@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::model::{CheckpointView, ResourceView};
+use rebuno::wire::ResourceView;
 
 /// One checkpoint a driver captured.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,30 +90,28 @@ impl Resource {
 
     /// The wire view returned by registration.
     pub(crate) fn view(&self) -> ResourceView {
-        ResourceView {
-            key: self.key.clone(),
-            driver_id: self.driver_id.clone(),
-            configuration: self.configuration.clone(),
-            coverage_reuse: self.coverage_reuse,
-            every_steps: self.every_steps,
-            on_completion: self.on_completion,
-            registered_seq: self.registered_seq,
-            generation: self.generation,
-            count: self.count,
-            binding: self.binding.clone(),
-            checkpoint_ref: self.checkpoint_ref(),
-            covered: self.covered(),
-        }
+        let mut view = ResourceView::default();
+        view.key.clone_from(&self.key);
+        view.driver_id.clone_from(&self.driver_id);
+        view.configuration = self.configuration.clone().unwrap_or_default();
+        (view.coverage_reuse, view.on_completion) = (self.coverage_reuse, self.on_completion);
+        (view.every_steps, view.registered_seq) = (self.every_steps, self.registered_seq);
+        (view.generation, view.count) = (self.generation, self.count);
+        view.binding.clone_from(&self.binding);
+        view.checkpoint_ref = self.checkpoint_ref();
+        view.covered = self.covered();
+        view
     }
 
     /// The fork-points view of each checkpoint.
-    pub(crate) fn checkpoint_views(&self) -> impl Iterator<Item = CheckpointView> + '_ {
-        self.checkpoints.iter().map(|c| CheckpointView {
-            key: self.key.clone(),
-            generation: c.generation,
-            checkpoint_ref: c.checkpoint_ref.clone(),
-            covered_seq: c.covered_seq,
-            invalidated_seq: c.invalidated_seq,
+    pub(crate) fn checkpoint_views(&self) -> impl Iterator<Item = rebuno::wire::Checkpoint> + '_ {
+        self.checkpoints.iter().map(|c| {
+            let mut view = rebuno::wire::Checkpoint::default();
+            view.key.clone_from(&self.key);
+            (view.generation, view.covered_seq) = (c.generation, c.covered_seq);
+            view.checkpoint_ref.clone_from(&c.checkpoint_ref);
+            view.invalidated_seq = c.invalidated_seq;
+            view
         })
     }
 }

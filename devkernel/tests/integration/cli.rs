@@ -1,21 +1,18 @@
 //! The terminal front end against an in-process kernel: `exec create --watch` and friends,
-//! through the same library functions the `rebuno-dev` binary calls.
+//! through the `rebuno-dev` binary.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;
 
 use common::{AgentClient, Run, kernel_with_agent};
 use rebuno::wire::ExecutionStatus;
-use rebuno_devkernel::cli::{self, Outcome};
 use serde_json::json;
 
-async fn run_cli(url: &str, words: &[&str]) -> (Result<Outcome, cli::CliError>, String) {
-    let mut args: Vec<String> = words.iter().map(|s| (*s).to_owned()).collect();
-    args.push(format!("--url={url}"));
-    let command = cli::parse(args, |_| None).unwrap();
-    let mut out = Vec::new();
-    let outcome = cli::run(command, &mut out).await;
-    (outcome, String::from_utf8(out).unwrap())
+/// `rebuno-dev words... --url=URL`: (exit status, stdout, stderr).
+async fn run_cli(url: &str, words: &[&str]) -> (i32, String, String) {
+    let url = format!("--url={url}");
+    let args: Vec<&str> = words.iter().copied().chain([url.as_str()]).collect();
+    common::rebuno_dev(&args).await
 }
 
 #[tokio::test]
@@ -34,13 +31,13 @@ async fn exec_create_watch_follows_until_completed() {
         assert_eq!(status, 204);
         (agent, delivery.execution_id)
     });
-    let (outcome, output) = run_cli(
+    let (code, output, _) = run_cli(
         &kernel.url(),
         &["exec", "create", "hello", r#"{"name":"Ada"}"#, "--watch"],
     )
     .await;
     let (mut agent, id) = finisher.await.unwrap();
-    assert_eq!(outcome.unwrap(), Outcome::Success);
+    assert_eq!(code, 0);
     let lines: Vec<&str> = output.lines().collect();
     assert!(lines[0].starts_with(&id), "{output}");
     assert!(lines[1].contains("execution.created"), "{output}");
@@ -59,9 +56,9 @@ async fn exec_create_watch_follows_until_completed() {
         let delivery = agent.next().await;
         kernel2.cancel(&delivery.execution_id).unwrap();
     });
-    let (outcome, output) = run_cli(&url, &["exec", "create", "hello", "--watch"]).await;
+    let (code, output, _) = run_cli(&url, &["exec", "create", "hello", "--watch"]).await;
     canceller.await.unwrap();
-    assert_eq!(outcome.unwrap(), Outcome::Failure);
+    assert_eq!(code, 1);
     assert!(
         output
             .lines()
@@ -104,10 +101,10 @@ async fn exec_create_watch_shows_live_deltas_of_a_streamed_step() {
         assert_eq!(status, 204);
     });
 
-    let (outcome, output) = run_cli(&kernel.url(), &["exec", "create", "hello", "--watch"]).await;
+    let (code, output, _) = run_cli(&kernel.url(), &["exec", "create", "hello", "--watch"]).await;
     driver.await.unwrap();
 
-    assert_eq!(outcome.unwrap(), Outcome::Success);
+    assert_eq!(code, 0);
     let deltas: Vec<&str> = output.lines().filter(|l| l.contains("~  delta")).collect();
     assert_eq!(deltas.len(), 2, "{output}");
     assert!(
@@ -124,45 +121,44 @@ async fn exec_create_watch_shows_live_deltas_of_a_streamed_step() {
 async fn exec_list_get_events_cancel() {
     let (kernel, _agent) = kernel_with_agent().await;
     let url = kernel.url();
-    let (outcome, created) = run_cli(&url, &["exec", "create", "hello", "--session", "s9"]).await;
-    assert_eq!(outcome.unwrap(), Outcome::Success);
+    let (code, created, _) = run_cli(&url, &["exec", "create", "hello", "--session", "s9"]).await;
+    assert_eq!(code, 0);
     let id = created.split_whitespace().next().unwrap().to_owned();
     assert!(created.trim_end().ends_with("running"));
 
-    let (_, listed) = run_cli(
+    let (_, listed, _) = run_cli(
         &url,
         &["exec", "list", "--agent", "hello", "--status", "running"],
     )
     .await;
     assert!(listed.contains(&id) && listed.contains("hello"), "{listed}");
-    let (_, none) = run_cli(&url, &["exec", "list", "--status", "failed"]).await;
+    let (_, none, _) = run_cli(&url, &["exec", "list", "--status", "failed"]).await;
     assert!(none.is_empty());
 
-    let (_, got) = run_cli(&url, &["exec", "get", &id]).await;
+    let (_, got, _) = run_cli(&url, &["exec", "get", &id]).await;
     let got: serde_json::Value = serde_json::from_str(&got).unwrap();
     assert_eq!(got["session"], "s9");
 
-    let (outcome, _) = run_cli(&url, &["exec", "cancel", &id]).await;
-    assert_eq!(outcome.unwrap(), Outcome::Success);
+    let (code, _, _) = run_cli(&url, &["exec", "cancel", &id]).await;
+    assert_eq!(code, 0);
     assert_eq!(
         kernel.execution(&id).unwrap().status,
         ExecutionStatus::Cancelled
     );
-    let (_, events) = run_cli(&url, &["exec", "events", &id]).await;
+    let (_, events, _) = run_cli(&url, &["exec", "events", &id]).await;
     assert!(events.lines().next().unwrap().contains("execution.created"));
     assert!(events.contains("execution.cancelled"));
 
     // Errors carry the kernel's envelope.
-    let (outcome, _) = run_cli(&url, &["exec", "cancel", &id]).await;
-    let error = outcome.unwrap_err().to_string();
+    let (code, _, error) = run_cli(&url, &["exec", "cancel", &id]).await;
+    assert_eq!(code, 1);
     assert!(error.contains("409 conflict"), "{error}");
-    let (outcome, _) = run_cli(&url, &["exec", "get", "not-a-uuid"]).await;
-    assert!(matches!(
-        outcome,
-        Err(cli::CliError::Api { status: 400, .. })
-    ));
-    let (outcome, _) = run_cli("http://127.0.0.1:1", &["exec", "list"]).await;
-    assert!(matches!(outcome, Err(cli::CliError::Http { .. })));
+    let (code, _, error) = run_cli(&url, &["exec", "get", "not-a-uuid"]).await;
+    assert_eq!(code, 1);
+    assert!(error.contains("kernel answered 400 "), "{error}");
+    let (code, _, error) = run_cli("http://127.0.0.1:1", &["exec", "list"]).await;
+    assert_eq!(code, 1);
+    assert!(error.contains("could not reach the kernel"), "{error}");
 }
 
 #[tokio::test]
@@ -175,7 +171,7 @@ async fn approvals_list_and_decide() {
         )
         .unwrap();
     let url = kernel.url();
-    let (_, created) = run_cli(&url, &["exec", "create", "hello"]).await;
+    let (_, created, _) = run_cli(&url, &["exec", "create", "hello"]).await;
     let id = created.split_whitespace().next().unwrap().to_owned();
     let run = common::Run::attach(&kernel, &mut agent, &id).await;
     let blocked = run
@@ -184,12 +180,12 @@ async fn approvals_list_and_decide() {
     assert_eq!(blocked["decision"], "blocked");
     let approval = blocked["approval_id"].as_str().unwrap().to_owned();
 
-    let (_, listed) = run_cli(&url, &["approvals", "list"]).await;
+    let (_, listed, _) = run_cli(&url, &["approvals", "list"]).await;
     assert!(
         listed.contains(&approval) && listed.contains("ship it"),
         "{listed}"
     );
-    let (outcome, said) = run_cli(
+    let (code, said, _) = run_cli(
         &url,
         &[
             "approvals",
@@ -202,11 +198,11 @@ async fn approvals_list_and_decide() {
         ],
     )
     .await;
-    assert_eq!(outcome.unwrap(), Outcome::Success);
+    assert_eq!(code, 0);
     assert!(said.contains("denied"));
     let decided = &kernel.steps(&id)[0];
     assert_eq!(decided.status, "denied");
     assert_eq!(decided.error, Some(json!({"reason": "not today"})));
-    let (_, denied) = run_cli(&url, &["approvals", "list", "--status", "denied"]).await;
+    let (_, denied, _) = run_cli(&url, &["approvals", "list", "--status", "denied"]).await;
     assert!(denied.contains(&approval));
 }

@@ -1,12 +1,10 @@
-//! The terminal front end's errors and exit statuses against an in-process `DevKernel`:
-//! through `cli::parse` + `cli::execute` (what the binary runs after parsing), and through the
-//! `rebuno-dev` binary itself for what only `main` does (usage errors, exit statuses).
+//! The terminal front end's errors and exit statuses against an in-process `DevKernel`,
+//! through the `rebuno-dev` binary.
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-use rebuno_devkernel::cli;
 use rebuno_devkernel::{AgentSpec, DevKernel};
 
-use crate::common::SECRET;
+use crate::common::{SECRET, rebuno_dev};
 
 /// A kernel that knows `hello` and `other` (their webhooks are never called here).
 async fn kernel() -> DevKernel {
@@ -18,21 +16,11 @@ async fn kernel() -> DevKernel {
     kernel
 }
 
-/// Parses and executes `words` as the binary does: (exit status, stdout, stderr).
-async fn execute(words: &[&str]) -> (u8, String, String) {
-    let args = words.iter().map(|s| (*s).to_owned()).collect();
-    let command = cli::parse(args, |_| None).unwrap();
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = cli::execute(command, &mut out, &mut err).await;
-    let text = |bytes| String::from_utf8(bytes).unwrap();
-    (code, text(out), text(err))
-}
-
 #[tokio::test]
 async fn an_unknown_agent_is_named_with_the_kernel_and_its_agents() {
     let kernel = kernel().await;
     let url = kernel.url();
-    let (code, out, err) = execute(&["--url", &url, "exec", "create", "helo", r#""Ada""#]).await;
+    let (code, out, err) = rebuno_dev(&["--url", &url, "exec", "create", "helo", r#""Ada""#]).await;
     assert_eq!(code, 1, "{err}");
     assert!(out.is_empty(), "{out}");
     assert_eq!(
@@ -42,6 +30,9 @@ async fn an_unknown_agent_is_named_with_the_kernel_and_its_agents() {
              (registered: hello, other); add it to the manifest (--config) or POST /v0/agents"
         )
     );
+    let (code, out, err) = rebuno_dev(&["exec", "create", "hello", &format!("--url={url}")]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.trim_end().ends_with("running"), "{out}");
 }
 
 #[tokio::test]
@@ -51,7 +42,7 @@ async fn an_unknown_agent_is_named_even_when_the_kernel_will_not_list_agents() {
     // This key may create executions but not read the agents.
     let key = kernel.create_api_key("ci", &["executions:write"]).unwrap();
     let words = ["exec", "create", "helo", "--token", &key, "--url", &url];
-    let (code, _, err) = execute(&words).await;
+    let (code, _, err) = rebuno_dev(&words).await;
     assert_eq!(code, 1, "{err}");
     assert!(
         err.contains(&format!(
@@ -77,10 +68,10 @@ async fn client_options_work_in_every_position_against_a_kernel() {
         &["exec", "list", &inline],
         &["approvals", "list", "--url", &url],
     ] {
-        let (code, _, err) = execute(words).await;
+        let (code, _, err) = rebuno_dev(words).await;
         assert_eq!(code, 0, "{words:?}: {err}");
     }
-    let (_, listed, _) = execute(&["exec", "list", "--agent", "hello", &inline]).await;
+    let (_, listed, _) = rebuno_dev(&["exec", "list", "--agent", "hello", &inline]).await;
     assert_eq!(listed.lines().count(), 3, "{listed}");
 }
 
@@ -89,13 +80,13 @@ async fn kernel_errors_show_their_code_and_message() {
     let kernel = kernel().await;
     let url = kernel.url();
     let missing = "0192f1a0-0000-7000-8000-000000000000";
-    let (code, _, err) = execute(&["exec", "get", missing, "--url", &url]).await;
+    let (code, _, err) = rebuno_dev(&["exec", "get", missing, "--url", &url]).await;
     assert_eq!(code, 1);
     assert_eq!(
         err.trim_end(),
         "rebuno-dev: kernel answered 404 not_found: not found: execution"
     );
-    let (_, _, err) = execute(&["exec", "cancel", "nope", "--url", &url]).await;
+    let (_, _, err) = rebuno_dev(&["exec", "cancel", "nope", "--url", &url]).await;
     assert!(
         err.contains("400 validation_error: validation error: invalid id"),
         "{err}"
@@ -108,7 +99,7 @@ async fn an_unreachable_kernel_says_how_to_point_at_one() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     drop(listener);
-    let (code, _, err) = execute(&["exec", "list", "--url", &url]).await;
+    let (code, _, err) = rebuno_dev(&["exec", "list", "--url", &url]).await;
     assert_eq!(code, 1);
     let prefix = format!("rebuno-dev: could not reach the kernel at {url}: ");
     assert!(err.starts_with(&prefix), "{err}");
@@ -121,55 +112,19 @@ async fn an_unreachable_kernel_says_how_to_point_at_one() {
     assert!(!err.contains("error sending request"), "{err}");
 }
 
-/// Runs the built `rebuno-dev` with `args`: (exit status, stdout, stderr).
-async fn binary(args: &[&str]) -> (i32, String, String) {
-    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_rebuno-dev"))
-        .args(args)
-        .env_remove("REBUNO_URL")
-        .env_remove("REBUNO_API_KEY")
-        .env_remove("REBUNO_BEARER_TOKEN")
-        .kill_on_drop(true)
-        .output()
-        .await
-        .unwrap();
-    let text = |bytes| String::from_utf8(bytes).unwrap();
-    (
-        output.status.code().unwrap_or(-1),
-        text(output.stdout),
-        text(output.stderr),
-    )
-}
-
-#[tokio::test]
-async fn the_binary_exits_1_naming_an_unknown_agent() {
-    let kernel = kernel().await;
-    let url = kernel.url();
-    let (code, _, err) = binary(&["--url", &url, "exec", "create", "helo", r#""Ada""#]).await;
-    assert_eq!(code, 1, "{err}");
-    assert!(
-        err.starts_with(&format!(
-            "rebuno-dev: agent \"helo\" is not registered with the kernel at {url} (registered: hello, other)"
-        )),
-        "{err}"
-    );
-    let (code, out, err) = binary(&["exec", "create", "hello", &format!("--url={url}")]).await;
-    assert_eq!(code, 0, "{err}");
-    assert!(out.trim_end().ends_with("running"), "{out}");
-}
-
 #[tokio::test]
 async fn the_binary_exits_2_on_usage_errors_and_0_on_help() {
-    let (code, out, err) = binary(&["--help"]).await;
+    let (code, out, err) = rebuno_dev(&["--help"]).await;
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("exit status:"), "{out}");
     assert!(out.contains("2  usage error"), "{out}");
-    let (code, _, err) = binary(&["--url", "http://127.0.0.1:1", "--config", "m.yaml"]).await;
+    let (code, _, err) = rebuno_dev(&["--url", "http://127.0.0.1:1", "--config", "m.yaml"]).await;
     assert_eq!(code, 2);
     assert!(
         err.starts_with("rebuno-dev: --url is a client option"),
         "{err}"
     );
-    let (code, _, err) = binary(&["exec", "list", "--config", "m.yaml"]).await;
+    let (code, _, err) = rebuno_dev(&["exec", "list", "--config", "m.yaml"]).await;
     assert_eq!(code, 2);
     assert!(
         err.starts_with("rebuno-dev: --config is a serving option"),
@@ -179,7 +134,7 @@ async fn the_binary_exits_2_on_usage_errors_and_0_on_help() {
         err.contains("usage: rebuno-dev [client options] exec"),
         "{err}"
     );
-    let (code, _, err) = binary(&["--url", "http://127.0.0.1:1", "exec", "frobnicate"]).await;
+    let (code, _, err) = rebuno_dev(&["--url", "http://127.0.0.1:1", "exec", "frobnicate"]).await;
     assert_eq!(code, 2);
     assert!(err.contains("unknown exec command \"frobnicate\""), "{err}");
     assert!(
@@ -190,7 +145,7 @@ async fn the_binary_exits_2_on_usage_errors_and_0_on_help() {
 
 #[tokio::test]
 async fn the_binary_refuses_a_status_no_listing_has() {
-    let (code, _, err) = binary(&["exec", "list", "--status", "done"]).await;
+    let (code, _, err) = rebuno_dev(&["exec", "list", "--status", "done"]).await;
     assert_eq!(code, 2, "{err}");
     assert!(
         err.starts_with("rebuno-dev: bad --status \"done\": pending, running,"),
@@ -200,7 +155,7 @@ async fn the_binary_refuses_a_status_no_listing_has() {
         err.contains("usage: rebuno-dev [client options] exec"),
         "{err}"
     );
-    let (code, _, err) = binary(&["approvals", "list", "--status=all"]).await;
+    let (code, _, err) = rebuno_dev(&["approvals", "list", "--status=all"]).await;
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("pending, granted, denied or expired"), "{err}");
 }

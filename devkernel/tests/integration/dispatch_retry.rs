@@ -42,7 +42,10 @@ async fn an_unreachable_agent_gets_the_configured_attempts_after_the_configured_
     retry.max_attempts = Some(3);
     retry.base_delay = Some(Duration::from_secs(10));
     retry.max_delay = Some(Duration::from_secs(15));
-    let builder = retry.apply(DevKernel::builder().manual_clock()).unwrap();
+    let builder = DevKernel::builder()
+        .manual_clock()
+        .dispatch_retry(retry)
+        .unwrap();
     let kernel = builder
         .agent(AgentSpec::new("hello", unreachable_webhook(), SECRET))
         .start()

@@ -243,14 +243,8 @@ async fn the_timeline_draws_a_real_run_with_a_redelivery() {
         &created.id,
         &format!("--url={}", kernel.url()),
     ];
-    let mut drawn = Vec::new();
-    let command =
-        rebuno_devkernel::cli::parse(args.iter().map(|a| (*a).to_owned()).collect(), |_| None)
-            .unwrap();
-    rebuno_devkernel::cli::run(command, &mut drawn)
-        .await
-        .unwrap();
-    let drawn = String::from_utf8(drawn).unwrap();
+    let (code, drawn, err) = crate::common::rebuno_dev(&args).await;
+    assert_eq!(code, 0, "{err}");
     let row = |label: &str| {
         drawn
             .lines()

@@ -1,5 +1,5 @@
 //! `rebuno-dev exec redeliver ID`: an SDK agent served over HTTP is held inside a step; the
-//! command (through the CLI's entry point, over HTTP) reclaims its dispatch as a lease expiry
+//! command (the `rebuno-dev` binary, over HTTP) reclaims its dispatch as a lease expiry
 //! would and the second delivery replays the recorded step and completes. Ended, unknown and
 //! unauthenticated redeliveries are refused with what to do.
 
@@ -9,20 +9,12 @@ use std::time::Duration;
 
 use rebuno::wire::Event;
 use rebuno::{Agent, HandlerError, Step};
-use rebuno_devkernel::{DevKernel, NewExecution, cli};
+use rebuno_devkernel::{DevKernel, NewExecution};
+
+use crate::common::rebuno_dev;
 use serde_json::json;
 
 const TOKEN: &str = "bootstrap-token";
-
-/// Parses and executes `words` as the binary does: (exit status, stdout, stderr).
-async fn execute(words: &[&str]) -> (u8, String, String) {
-    let args = words.iter().map(|s| (*s).to_owned()).collect();
-    let command = cli::parse(args, |_| None).unwrap();
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let code = cli::execute(command, &mut out, &mut err).await;
-    let text = |bytes| String::from_utf8(bytes).unwrap();
-    (code, text(out), text(err))
-}
 
 /// Counts of step bodies run: `recorded` (never held), `held` (held on its first run).
 #[derive(Default)]
@@ -97,7 +89,7 @@ async fn exec_redeliver_delivers_a_held_run_again_and_it_completes_by_replay() {
     }
 
     // Without the token the kernel refuses, and the CLI says which option to set.
-    let (code, _, err) = execute(&["exec", "redeliver", &id, "--url", &url]).await;
+    let (code, _, err) = rebuno_dev(&["exec", "redeliver", &id, "--url", &url]).await;
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("401 unauthorized"), "{err}");
     assert!(
@@ -106,7 +98,7 @@ async fn exec_redeliver_delivers_a_held_run_again_and_it_completes_by_replay() {
     );
 
     let words = ["--url", &url, "--token", TOKEN, "exec", "redeliver", &id];
-    let (code, out, err) = execute(&words).await;
+    let (code, out, err) = rebuno_dev(&words).await;
     assert_eq!(code, 0, "{err}");
     assert!(
         out.starts_with(&format!("{id} redelivered: dispatch ")),
@@ -152,7 +144,7 @@ async fn exec_redeliver_delivers_a_held_run_again_and_it_completes_by_replay() {
     assert_eq!(reclaimed.payload["status"], "pending");
 
     // An ended execution has nothing to deliver again.
-    let (code, _, err) = execute(&words).await;
+    let (code, _, err) = rebuno_dev(&words).await;
     assert_eq!(code, 1, "{err}");
     assert_eq!(
         err.trim_end(),
@@ -171,7 +163,7 @@ async fn exec_redeliver_delivers_a_held_run_again_and_it_completes_by_replay() {
         "redeliver",
         unknown,
     ];
-    let (code, _, err) = execute(&words).await;
+    let (code, _, err) = rebuno_dev(&words).await;
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("404 not_found: not found: execution"), "{err}");
     served.shutdown().await;
@@ -197,7 +189,7 @@ async fn exec_redeliver_refuses_a_run_with_nothing_in_flight_or_on_its_last_atte
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let text = id.to_string();
-    let (code, _, err) = execute(&["exec", "redeliver", &text, "--url", &url]).await;
+    let (code, _, err) = rebuno_dev(&["exec", "redeliver", &text, "--url", &url]).await;
     assert_eq!(code, 1, "{err}");
     assert!(
         err.contains(&format!(

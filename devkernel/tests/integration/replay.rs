@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rebuno::{Agent, AgentBuilder, HandlerError, Idempotency, Tool, define_tool, step};
 use rebuno_devkernel::replay::{self, Ending, History, Verdict};
-use rebuno_devkernel::{DevKernel, NewExecution, cli};
+use rebuno_devkernel::{DevKernel, NewExecution};
 use serde_json::{Value, json};
 
 /// Switches shared by every build of the mailer: which code is deployed, whether the current
@@ -212,16 +212,10 @@ async fn a_history_reads_the_same_from_the_harness_the_http_api_and_its_json() {
     assert_eq!(fetched, local);
     let reread = History::from_json(&local.to_json()).unwrap();
     assert_eq!(reread, local);
-    let args = vec![
-        "exec".to_owned(),
-        "export".to_owned(),
-        id.clone(),
-        format!("--url={}", kernel.url()),
-    ];
-    let mut exported = Vec::new();
-    let outcome = cli::run(cli::parse(args, |_| None).unwrap(), &mut exported).await;
-    assert_eq!(outcome.unwrap(), cli::Outcome::Success);
-    let exported = History::from_json(std::str::from_utf8(&exported).unwrap()).unwrap();
+    let url = format!("--url={}", kernel.url());
+    let (code, exported, err) = crate::common::rebuno_dev(&["exec", "export", &id, &url]).await;
+    assert_eq!(code, 0, "{err}");
+    let exported = History::from_json(&exported).unwrap();
     assert_eq!(exported, local, "rebuno-dev exec export");
     let order: Vec<&str> = local.steps().iter().map(|s| s.target.as_str()).collect();
     assert_eq!(

@@ -21,7 +21,8 @@ use super::super::error::ApiError;
 use super::super::{body, parse_id};
 use super::{AGENT_ID, SIGNATURE};
 use crate::error::KernelError;
-use crate::kernel::{Kernel, Lease, Principal};
+use crate::kernel::{Kernel, Principal};
+use crate::store::Lease;
 
 const TIMESTAMP: &str = "rebuno-timestamp";
 const DISPATCH_ID: &str = "rebuno-dispatch-id";

@@ -14,7 +14,9 @@ use super::create::{non_empty, valid_label};
 use super::{Kernel, Principal};
 use crate::error::KernelError;
 use crate::event::{EventBody, Forked};
-use crate::model::{Execution, ForkPoints, Timestamp};
+use rebuno::wire::ForkPoints;
+
+use crate::model::{ExecutionRow, Timestamp};
 use crate::policy::Policy;
 use crate::store::{ExecCell, ExecState, Recorder};
 
@@ -39,20 +41,20 @@ impl ForkRequest {
 
 /// The fork's projection of the source at creation.
 fn fork_execution(
-    source: &Execution,
+    source: &ExecutionRow,
     id: Uuid,
     at_seq: u64,
     session: Option<String>,
     created: Timestamp,
-) -> Execution {
+) -> ExecutionRow {
     let input = source.input.clone();
-    Execution {
+    ExecutionRow {
         session,
         parent_execution_id: source.parent_execution_id,
         forked_from: Some(source.id),
         fork_seq: Some(at_seq),
         on_behalf_of: source.on_behalf_of.clone(),
-        ..Execution::pending(id, source.agent_id.clone(), input, created)
+        ..ExecutionRow::pending(id, source.agent_id.clone(), input, created)
     }
 }
 
@@ -103,9 +105,9 @@ fn build(
 
 /// The response form: the execution plus `restoration` when any resource was restored.
 fn with_restoration(
-    mut exec: Execution,
+    mut exec: ExecutionRow,
     restoration: BTreeMap<String, restore::Restored>,
-) -> Execution {
+) -> ExecutionRow {
     if !restoration.is_empty() {
         exec.restoration = Some(
             restoration
@@ -140,7 +142,7 @@ impl Kernel {
         source: Uuid,
         principal: &Principal,
         request: ForkRequest,
-    ) -> Result<Execution, KernelError> {
+    ) -> Result<ExecutionRow, KernelError> {
         let cell = self.cell(source, principal)?;
         let session = non_empty(request.session);
         self.check_new_session(session.as_deref())?;
@@ -176,18 +178,14 @@ impl Kernel {
     ) -> Result<ForkPoints, KernelError> {
         let cell = self.cell(id, principal)?;
         let state = cell.lock();
-        Ok(ForkPoints {
-            latest_seq: state.latest_seq(),
-            resources: state
-                .resources
-                .values()
-                .map(|r| (r.key.clone(), r.registered_seq))
-                .collect(),
-            checkpoints: state
-                .resources
-                .values()
-                .flat_map(|r| r.checkpoint_views())
-                .collect(),
-        })
+        let mut points = ForkPoints::default();
+        points.latest_seq = state.latest_seq();
+        let resources = state.resources.values();
+        points.resources = resources
+            .clone()
+            .map(|r| (r.key.clone(), r.registered_seq))
+            .collect();
+        points.checkpoints = resources.flat_map(|r| r.checkpoint_views()).collect();
+        Ok(points)
     }
 }

@@ -1,7 +1,7 @@
 //! Which resources a step affects (PROTOCOL.md §1.9 "Generation"); what a live start and a
 //! settlement then do to them is applying `step.executing` and the settling events.
 
-use crate::model::StepRecord;
+use crate::model::StepRow;
 use crate::store::ExecState;
 
 /// The LLM step kind: its declared resources are ignored and it never counts.
@@ -20,7 +20,7 @@ pub(crate) fn declared(kind: &str, resources: &[String]) -> Vec<String> {
 
 /// Keys a live start of `step` affects: its declared resources plus every resource with
 /// `coverage_reuse = false`, restricted to registered keys.
-pub(crate) fn affected(state: &ExecState, step: &StepRecord) -> Vec<String> {
+pub(crate) fn affected(state: &ExecState, step: &StepRow) -> Vec<String> {
     let mut keys: Vec<String> = state
         .resources
         .values()

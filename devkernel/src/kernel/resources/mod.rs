@@ -13,12 +13,13 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use uuid::Uuid;
 
-use super::{Kernel, Lease, Principal};
+use super::{Kernel, Principal};
 use crate::error::KernelError;
 use crate::event::{Bound, EventBody};
 use crate::identity;
-use crate::model::ResourceView;
+use crate::store::Lease;
 use crate::store::{ExecState, canonical_text};
+use rebuno::wire::ResourceView;
 
 pub(crate) use captures::Captures;
 pub(crate) use inherit::inherit;

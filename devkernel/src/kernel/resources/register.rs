@@ -7,8 +7,8 @@ use serde_json::value::RawValue;
 use super::canonical;
 use crate::error::KernelError;
 use crate::event::{EventBody, Registered};
-use crate::model::ResourceView;
 use crate::store::{ExecState, Resource, canonical_text};
+use rebuno::wire::ResourceView;
 
 /// Longest resource key.
 const MAX_KEY: usize = 128;

@@ -22,6 +22,26 @@ use tokio::sync::mpsc;
 
 pub const SECRET: &str = "dev-secret";
 
+/// Runs the built `rebuno-dev` with `args` (no `REBUNO_*` from the test's environment):
+/// (exit status, stdout, stderr).
+pub async fn rebuno_dev(args: &[&str]) -> (i32, String, String) {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_rebuno-dev"))
+        .args(args)
+        .env_remove("REBUNO_URL")
+        .env_remove("REBUNO_API_KEY")
+        .env_remove("REBUNO_BEARER_TOKEN")
+        .kill_on_drop(true)
+        .output()
+        .await
+        .unwrap();
+    let text = |bytes| String::from_utf8(bytes).unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        text(output.stdout),
+        text(output.stderr),
+    )
+}
+
 /// One webhook delivery the fake agent accepted.
 #[derive(Debug, Clone)]
 pub struct Delivery {

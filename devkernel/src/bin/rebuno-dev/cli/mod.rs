@@ -1,25 +1,6 @@
-//! The `rebuno-dev` terminal front end: `serve` (the default) and client commands that talk
-//! to a running kernel over HTTP, like the Go kernel's CLI.
-//!
-//! ```text
-//! rebuno-dev [serve] [--config FILE] [--addr HOST:PORT] [--data-dir DIR]  serve the kernel
-//! rebuno-dev exec create <agent> ['<json>'] [--session S] [--watch]
-//! rebuno-dev exec list|get|events|timeline|export|cancel|redeliver ...
-//! rebuno-dev approvals list|grant|deny ...
-//! ```
-//!
-//! Client commands take `--url` (or `REBUNO_URL`, default `http://127.0.0.1:8080`) and
-//! `--token` (or `REBUNO_API_KEY`) in any position; serving options only go with serving.
-//! The binary parses with [`parse`] and runs client commands with [`execute`] (which reports
-//! [`run`]'s error and maps it to the exit status); tests drive the same functions. The full
-//! help, exit statuses included, is [`USAGE`].
-//!
-//! ```
-//! use rebuno_devkernel::cli::{Command, parse};
-//! let args = ["exec", "get", "0192f1a0-0000-7000-8000-000000000000", "--url", "http://k:1"];
-//! let command = parse(args.map(String::from).to_vec(), |_| None).unwrap();
-//! assert!(matches!(command, Command::Exec { .. }));
-//! ```
+//! The `rebuno-dev` terminal front end, like the Go kernel's CLI: [`parse()`] reads the command
+//! line, [`execute`] runs a client command against a kernel over HTTP and maps [`run`]'s
+//! outcome to the exit status. The full help, exit statuses included, is [`USAGE`].
 
 // The help texts every usage shares, as literals for `concat!`; defined before the modules
 // so theirs can use them too.
@@ -61,17 +42,17 @@ mod watch;
 
 use std::io::Write;
 
-pub use approvals::ApprovalsCommand;
-pub use client::Connection;
-pub use exec::ExecCommand;
-pub use parse::{parse, usage_for};
-pub use serve::ServeArgs;
+pub(crate) use approvals::ApprovalsCommand;
+pub(crate) use client::Connection;
+pub(crate) use exec::ExecCommand;
+pub(crate) use parse::{parse, usage_for};
+pub(crate) use serve::ServeArgs;
 
 /// Default kernel URL of client commands.
-pub const DEFAULT_URL: &str = "http://127.0.0.1:8080";
+pub(crate) const DEFAULT_URL: &str = "http://127.0.0.1:8080";
 
 /// Top-level usage.
-pub const USAGE: &str = concat!(
+pub(crate) const USAGE: &str = concat!(
     "\
 usage:
   rebuno-dev [serve] [--config FILE] [--addr HOST:PORT] [--data-dir DIR]
@@ -122,7 +103,7 @@ serving environment:
 /// Errors of the terminal front end.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum CliError {
+pub(crate) enum CliError {
     /// Bad command line (exit status 2).
     #[error("{0}")]
     Usage(String),
@@ -180,7 +161,7 @@ pub enum CliError {
 
 impl CliError {
     /// The process exit status of this error: 2 for [`CliError::Usage`], 1 otherwise.
-    pub fn exit_code(&self) -> u8 {
+    pub(crate) fn exit_code(&self) -> u8 {
         match self {
             Self::Usage(_) => 2,
             _ => 1,
@@ -230,7 +211,7 @@ fn unknown_agent_text(agent: &str, url: &str, registered: Option<&[String]>) -> 
 
 /// How a client command ended, mapped to the exit status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// Exit 0.
     Success,
     /// Exit 1 (a watched execution did not complete).
@@ -239,7 +220,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// The process exit status.
-    pub fn exit_code(self) -> u8 {
+    pub(crate) fn exit_code(self) -> u8 {
         match self {
             Self::Success => 0,
             Self::Failure => 1,
@@ -249,7 +230,7 @@ impl Outcome {
 
 /// A parsed command line.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Command {
+pub(crate) enum Command {
     /// Serve the kernel (the default).
     Serve(ServeArgs),
     /// `exec ...`.
@@ -276,7 +257,10 @@ pub enum Command {
 ///
 /// Transport and API errors, or [`CliError::Usage`] for [`Command::Serve`], which only the
 /// binary runs.
-pub async fn run(command: Command, out: &mut (dyn Write + Send)) -> Result<Outcome, CliError> {
+pub(crate) async fn run(
+    command: Command,
+    out: &mut (dyn Write + Send),
+) -> Result<Outcome, CliError> {
     match command {
         Command::Help(text) => {
             writeln!(out, "{text}")?;
@@ -298,7 +282,7 @@ pub async fn run(command: Command, out: &mut (dyn Write + Send)) -> Result<Outco
 
 /// Runs `command` as the binary does after parsing: writes its output to `out` and an error to
 /// `err` as `rebuno-dev: <message>`, and returns the exit status (see [`USAGE`]).
-pub async fn execute(
+pub(crate) async fn execute(
     command: Command,
     out: &mut (dyn Write + Send),
     err: &mut (dyn Write + Send),

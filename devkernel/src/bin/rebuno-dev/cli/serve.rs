@@ -6,13 +6,11 @@ use std::path::PathBuf;
 
 use super::CliError;
 use super::args::Scanned;
-use crate::dispatch_retry::{
-    BASE_DELAY, DispatchRetry, MAX_ATTEMPTS, MAX_DELAY, parse_attempts, parse_delay,
-};
+use rebuno_devkernel::DispatchRetry;
 
 /// Arguments of the default command, serving the kernel.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Provisioning manifest.
     pub config: Option<PathBuf>,
     /// Listen address (default `127.0.0.1:8080`).
@@ -36,9 +34,9 @@ pub(crate) const FLAGS: &[&str] = &[
     "-a",
     "--data-dir",
     "-d",
-    MAX_ATTEMPTS.flag,
-    BASE_DELAY.flag,
-    MAX_DELAY.flag,
+    "--dispatch-max-attempts",
+    "--dispatch-base-delay",
+    "--dispatch-max-delay",
 ];
 
 /// Parses the serve flags; `env` reads the environment.
@@ -69,21 +67,6 @@ fn dispatch_retry(
     scanned: &Scanned,
     env: &impl Fn(&str) -> Option<String>,
 ) -> Result<DispatchRetry, CliError> {
-    let flag = |name: &str| scanned.value(&[name]);
-    let flags = DispatchRetry {
-        max_attempts: flag(MAX_ATTEMPTS.flag)
-            .map(|text| parse_attempts(&text, MAX_ATTEMPTS.flag))
-            .transpose()
-            .map_err(CliError::Usage)?,
-        base_delay: flag(BASE_DELAY.flag)
-            .map(|text| parse_delay(&text, BASE_DELAY.flag))
-            .transpose()
-            .map_err(CliError::Usage)?,
-        max_delay: flag(MAX_DELAY.flag)
-            .map(|text| parse_delay(&text, MAX_DELAY.flag))
-            .transpose()
-            .map_err(CliError::Usage)?,
-    };
-    let from_env = DispatchRetry::from_env(env).map_err(CliError::Usage)?;
-    Ok(flags.or(from_env))
+    DispatchRetry::from_flags_and_env(|name| scanned.value(&[name]), env)
+        .map_err(|error| CliError::Usage(error.to_string()))
 }

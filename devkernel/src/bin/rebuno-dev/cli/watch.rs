@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 
 use super::CliError;
 use super::client::Remote;
-use crate::model::EventKind;
+use rebuno_devkernel::EventKind;
 
 /// Pause between polls.
 const POLL: Duration = Duration::from_millis(200);

@@ -107,7 +107,7 @@ fn group_index(args: &[String]) -> Option<usize> {
 
 /// The usage text for the command group of `args` (top-level otherwise); `help GROUP` is
 /// that group's.
-pub fn usage_for(args: &[String]) -> &'static str {
+pub(crate) fn usage_for(args: &[String]) -> &'static str {
     let group = |from: usize| {
         let rest = args.get(from..).unwrap_or_default();
         group_index(rest).map(|i| (from + i, rest[i].as_str()))
@@ -202,7 +202,10 @@ fn serve_option_for_client(flag: &str, group: &str) -> CliError {
 ///
 /// [`CliError::Usage`] for unknown commands or options, missing values, options given to the
 /// wrong command, or bad JSON input.
-pub fn parse(args: Vec<String>, env: impl Fn(&str) -> Option<String>) -> Result<Command, CliError> {
+pub(crate) fn parse(
+    args: Vec<String>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Command, CliError> {
     let mut words = args;
     let client = take_client_options(&mut words)?;
     let Some(index) = group_index(&words) else {

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use rebuno::wire::Event;
 use serde_json::Value;
 
-use crate::model::Timestamp;
+use crate::time::Timestamp;
 
 /// The width of the time axis, in columns.
 pub(crate) const AXIS: usize = 60;

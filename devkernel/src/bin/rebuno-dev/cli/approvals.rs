@@ -26,7 +26,7 @@ commands:
 
 /// An `approvals` subcommand.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ApprovalsCommand {
+pub(crate) enum ApprovalsCommand {
     /// `approvals list`.
     List {
         /// Status filter.

@@ -40,7 +40,7 @@ commands:
 
 /// An `exec` subcommand.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ExecCommand {
+pub(crate) enum ExecCommand {
     /// `exec create`.
     Create {
         /// Agent id.
@@ -357,14 +357,17 @@ async fn events(
     Ok(Outcome::Success)
 }
 
-/// `exec export`: the history [`replay::check`](crate::replay::check) reads, as JSON.
+/// `exec export`: the history [`replay::check`](rebuno_devkernel::replay::check) reads, as JSON.
 async fn export(
     remote: &Remote,
     id: &str,
     out: &mut (dyn Write + Send),
 ) -> Result<Outcome, CliError> {
     let history = remote
-        .call(crate::replay::History::fetch(remote.client(), id))
+        .call(rebuno_devkernel::replay::History::fetch(
+            remote.client(),
+            id,
+        ))
         .await?;
     writeln!(out, "{}", history.to_json())?;
     Ok(Outcome::Success)

@@ -16,7 +16,7 @@ const DEV_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Where the kernel is and how to authenticate.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Connection {
+pub(crate) struct Connection {
     /// Base URL, e.g. `http://127.0.0.1:8080`.
     pub url: String,
     /// Bearer token (bootstrap token or API key), if any.

@@ -1,34 +1,21 @@
-//! `rebuno-dev`: serve the in-memory kernel, or talk to a running one.
-//!
-//! ```text
-//! rebuno-dev [serve] [--config FILE] [--addr HOST:PORT] [--data-dir DIR]
-//!            [--dispatch-max-attempts N] [--dispatch-base-delay D] [--dispatch-max-delay D]
-//! rebuno-dev exec create <agent> ['<json>'] [--session S] [--watch]
-//! rebuno-dev exec list|get|events|timeline|export|cancel|redeliver ...
-//! rebuno-dev approvals list|grant|deny ...
-//! ```
-//!
-//! Serving: `REBUNO_BEARER_TOKEN`, when set, is required from clients; otherwise the kernel
-//! runs in dev mode (requests without `Authorization` are admitted). As with the Go kernel's
-//! `rebuno dev`, `REBUNO_DISPATCH_CONCURRENCY` (a positive count, default 8) bounds the webhook
-//! deliveries in flight and `REBUNO_RETENTION` (a Go duration, default `24h`; `0` keeps
-//! everything) is how long ended executions are kept. Delivery retries: `--dispatch-max-attempts`
-//! (`REBUNO_DISPATCH_MAX_ATTEMPTS`, as Go's), `--dispatch-base-delay` and
-//! `--dispatch-max-delay` (`REBUNO_DISPATCH_BASE_DELAY`, `REBUNO_DISPATCH_MAX_DELAY`), then the
-//! manifest's `dispatch_*` keys; a bad value is refused. `RUST_LOG` sets the log filter.
-//! Client commands: `--url`/`REBUNO_URL`, `--token`/`REBUNO_API_KEY`, in any
-//! position; `--help` on any command group. Exit status: 0 success, 1 failure (a kernel
-//! error, an unreachable kernel, a watched execution that did not complete, or serving that
-//! could not start), 2 usage error.
+//! `rebuno-dev`: serve the in-memory kernel (the default command), or talk to a running one
+//! (`exec`, `approvals`). `rebuno-dev --help` prints every command, option, environment
+//! variable and exit status (`cli::USAGE`). Serving without `REBUNO_BEARER_TOKEN` runs the
+//! kernel in dev mode (requests without `Authorization` are admitted), as `rebuno dev` does.
 
+mod cli;
 /// Go's duration syntax, the same parser the policy language uses.
-#[path = "policy/duration.rs"]
+#[path = "../../policy/duration.rs"]
 mod go;
+/// RFC 3339 times, the kernel's own reader (the timeline's axis); the binary only reads them.
+#[path = "../../model/time.rs"]
+#[allow(dead_code)]
+mod time;
 
 use std::process::ExitCode;
-
-use rebuno_devkernel::cli::{self, Command, ServeArgs};
 use std::time::Duration;
+
+use cli::{Command, ServeArgs};
 
 use rebuno_devkernel::{DevKernel, DevKernelBuilder, Manifest};
 
@@ -85,7 +72,7 @@ async fn serve(args: ServeArgs) -> Result<(), String> {
             builder = builder.agent(agent);
         }
     }
-    builder = retry.apply(builder).map_err(|e| e.to_string())?;
+    builder = builder.dispatch_retry(retry).map_err(|e| e.to_string())?;
     let kernel = builder.start().await.map_err(|e| e.to_string())?;
     tracing::info!(url = %kernel.url(), "rebuno dev kernel ready");
     tokio::signal::ctrl_c().await.map_err(|e| e.to_string())?;
