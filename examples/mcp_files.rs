@@ -6,7 +6,7 @@
 //! Run with (offline after the setup script has installed the pinned servers):
 //!
 //! ```sh
-//! tests/mcp/setup.sh
+//! tests/integration/mcp/setup.sh
 //! cargo run --example mcp_files
 //! ```
 
@@ -80,8 +80,9 @@ impl Files {
 }
 
 fn server_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/mcp/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(
+        "tests/integration/mcp/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+    )
 }
 
 #[tokio::main]
@@ -90,7 +91,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let script = server_script();
     if !script.is_file() {
         return Err(format!(
-            "{} is missing: run tests/mcp/setup.sh first",
+            "{} is missing: run tests/integration/mcp/setup.sh first",
             script.display()
         )
         .into());

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Creates (idempotently) the Python venv the interop suite runs the official SDK from:
-# rebuno==0.29.2 and uvicorn, pinned with their dependencies in tests/interop/requirements.txt.
+# rebuno==0.29.2 and uvicorn, pinned with their dependencies in tests/integration/interop/requirements.txt.
 #
 #   scripts/interop-venv.sh [DIR]     # DIR defaults to target/interop-venv in the repository
 #
@@ -11,7 +11,7 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-requirements="$root/tests/interop/requirements.txt"
+requirements="$root/tests/integration/interop/requirements.txt"
 dir="${1:-$root/target/interop-venv}"
 case "$dir" in /*) ;; *) dir="$PWD/$dir" ;; esac
 python="${PYTHON:-python3}"

@@ -21,7 +21,7 @@
 mod llm_stub;
 #[path = "../integration/support/pyagent.rs"]
 mod pyagent;
-#[path = "../otlp/venv.rs"]
+#[path = "../integration/support/otlp/venv.rs"]
 #[allow(dead_code)]
 mod venv;
 

@@ -16,7 +16,7 @@
 //! webhook returns, which can race the handler's first calls (PROTOCOL.md §1.12), so acks are
 //! checked by dispatch id and attempt instead of position.
 //!
-//! Each test starts a [`DevKernel`] in-process, serves the agent modules of `tests/interop/`
+//! Each test starts a [`DevKernel`] in-process, serves the agent modules of `tests/integration/interop/`
 //! with uvicorn on free loopback ports (child processes, killed when the test ends, also on
 //! failure), registers them, creates executions and inspects the log. On a failure the agents'
 //! logs (uvicorn + SDK, captured under the test's scratch directory) and the event logs are
@@ -123,7 +123,7 @@ impl Interop {
     fn spawn(&self, module: &str, label: &str, port: u16) -> PyAgent {
         let log = self.dir.join(format!("{label}.log"));
         let python = python();
-        let app_dir = repo().join("tests/interop");
+        let app_dir = repo().join("tests/integration/interop");
         let how = Uvicorn {
             python: &python,
             app_dir: &app_dir,

@@ -5,7 +5,7 @@
 //! the server again; null stripping; `at_most_once` writes; policy denials; unknown tools; and
 //! flattening parity with the Python SDK.
 //!
-//! The real servers come from `tests/mcp/setup.sh` (npm ci + a venv under target/), which the
+//! The real servers come from `tests/integration/mcp/setup.sh` (npm ci + a venv under target/), which the
 //! tests run on first use; when it cannot install them the tests fail, they do not skip.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
@@ -504,12 +504,12 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Runs `tests/mcp/setup.sh` once; returns the venv's python. Fails (never skips) when the
+/// Runs `tests/integration/mcp/setup.sh` once; returns the venv's python. Fails (never skips) when the
 /// servers cannot be installed.
 fn setup() -> &'static Path {
     static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     let python = PYTHON.get_or_init(|| {
-        let script = repo().join("tests/mcp/setup.sh");
+        let script = repo().join("tests/integration/mcp/setup.sh");
         let out = std::process::Command::new("bash")
             .arg(&script)
             .output()
@@ -529,7 +529,7 @@ fn setup() -> &'static Path {
         Ok(python) => python,
         Err(why) => panic!(
             "the MCP tests need the pinned MCP servers (Node.js 20+ with npm, Python 3.11+ with \
-             venv, and access to the npm and PyPI registries); run tests/mcp/setup.sh.\n{why}"
+             venv, and access to the npm and PyPI registries); run tests/integration/mcp/setup.sh.\n{why}"
         ),
     }
 }
@@ -537,7 +537,7 @@ fn setup() -> &'static Path {
 fn node_server(package: &str) -> tokio::process::Command {
     setup();
     let script = repo().join(format!(
-        "tests/mcp/node_modules/@modelcontextprotocol/{package}/dist/index.js"
+        "tests/integration/mcp/node_modules/@modelcontextprotocol/{package}/dist/index.js"
     ));
     let mut command = tokio::process::Command::new("node");
     command.arg(script).stderr(Stdio::null()).kill_on_drop(true);
@@ -865,7 +865,7 @@ fn spawn_python_fixture(port: u16, effects: &Path) -> tokio::process::Child {
 /// [`spawn_python_fixture`] with more arguments (`resumable`).
 fn spawn_python_fixture_with(port: u16, effects: &Path, more: &[&str]) -> tokio::process::Child {
     tokio::process::Command::new(setup())
-        .arg(repo().join("tests/mcp/fixture_server.py"))
+        .arg(repo().join("tests/integration/mcp/fixture_server.py"))
         .args(["streamable-http", &port.to_string()])
         .args(more)
         .env("EFFECT_LOG", effects)
@@ -914,12 +914,12 @@ async fn server() -> Server {
 // Parity with the Python SDK's flattening on the same real results
 // ---------------------------------------------------------------------------------------------
 
-/// Runs `script` (under tests/mcp/) with the venv's python, `input` as JSON on its stdin.
+/// Runs `script` (under tests/integration/mcp/) with the venv's python, `input` as JSON on its stdin.
 fn run_python(script: &str, input: &impl serde::Serialize) -> std::process::Output {
     use std::io::Write;
 
     let mut child = std::process::Command::new(setup())
-        .arg(repo().join("tests/mcp").join(script))
+        .arg(repo().join("tests/integration/mcp").join(script))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -1038,10 +1038,11 @@ async fn a_call_past_the_timeout_fails_and_the_connection_stays_usable() {
 }
 
 /// Offline parity: results captured from the real servers with the Python SDK's flattening
-/// of each (`tests/mcp/capture_fixtures.py`).
+/// of each (`tests/integration/mcp/capture_fixtures.py`).
 #[test]
 fn flatten_matches_the_python_sdk_on_captured_results() {
-    let text = std::fs::read_to_string(repo().join("tests/mcp/fixtures/flatten.json")).unwrap();
+    let text = std::fs::read_to_string(repo().join("tests/integration/mcp/fixtures/flatten.json"))
+        .unwrap();
     let cases: Vec<Value> = serde_json::from_str(&text).unwrap();
     assert_eq!(cases.len(), 14);
     let mut same = 0;

@@ -10,9 +10,12 @@
 #    worker-build (nothing fetched from GitHub),
 # 4. makes the Python venv of scripts/interop-venv.sh (rotel, an OpenTelemetry collector, and
 #    opentelemetry-proto: the OTLP receiver of the telemetry tests; skipped when present),
-# 5. makes the venv of tests/mcp/setup.sh (PyPI's mcp: the MCP fixture server; skipped when
+# 5. makes the venv of tests/integration/mcp/setup.sh (PyPI's mcp: the MCP fixture server; skipped when
 #    present),
 # 6. runs test.mjs, which prints the wasm size and closes with "N passed, M failed".
+#
+#   tests/workers/run.sh build      # steps 1-5 only (CI builds first, then tests in the background)
+#   tests/workers/run.sh test       # step 6 only, after a build
 #
 # WORKERS_TESTS=regex runs only the tests whose name matches.
 set -euo pipefail
@@ -66,16 +69,30 @@ build() {
   )
 }
 
-install_toolchain
-build
-step "scripts/interop-venv.sh (rotel, opentelemetry-proto)"
-otlp_python="$("$root/scripts/interop-venv.sh")"
-step "tests/mcp/setup.sh (the MCP fixture's venv)"
-mcp_python="$("$root/tests/mcp/setup.sh")"
-step "node test.mjs"
-cd "$here"
-MCP_PYTHON="$mcp_python" \
-  OTLP_PYTHON="$otlp_python" \
-  REBUNO_DEV_BIN="$CARGO_TARGET_DIR/debug/rebuno-dev" \
-  WORKER_BUILD_DIR="$root/examples/workers/build" \
-  node test.mjs
+run_tests() {
+  local mcp_python otlp_python # both made by the build phase; this only reads their paths
+  mcp_python="$("$root/tests/integration/mcp/setup.sh")"
+  otlp_python="$("$root/scripts/interop-venv.sh")"
+  step "node test.mjs"
+  cd "$here"
+  MCP_PYTHON="$mcp_python" \
+    OTLP_PYTHON="$otlp_python" \
+    REBUNO_DEV_BIN="$CARGO_TARGET_DIR/debug/rebuno-dev" \
+    WORKER_BUILD_DIR="$root/examples/workers/build" \
+    node test.mjs
+}
+
+phase="${1:-all}"
+case "$phase" in
+  build | all)
+    install_toolchain
+    build
+    step "scripts/interop-venv.sh (rotel, opentelemetry-proto)"
+    "$root/scripts/interop-venv.sh" >/dev/null
+    step "tests/integration/mcp/setup.sh (the MCP fixture's venv)"
+    "$root/tests/integration/mcp/setup.sh" >/dev/null
+    ;;& # `all` goes on to the tests
+  test | all) run_tests ;;
+  build) ;;
+  *) echo "usage: tests/workers/run.sh [build|test]" >&2; exit 2 ;;
+esac

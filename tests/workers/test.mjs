@@ -7,9 +7,9 @@
 // each acknowledgement; a stub OpenAI-style provider answers the durable LLM calls (made
 // directly, or through rig's OpenAI-compatible client). A third Worker, built with the `otel`
 // feature and given OTEL_EXPORTER_OTLP_ENDPOINT, exports its runs to a real OTLP receiver:
-// rotel (an OpenTelemetry collector) forwarding to tests/otlp/recorder.py, both from the venv
+// rotel (an OpenTelemetry collector) forwarding to tests/integration/support/otlp/recorder.py, both from the venv
 // whose python is OTLP_PYTHON (scripts/interop-venv.sh; run.sh sets it). The MCP test runs
-// tests/mcp/fixture_server.py from the venv whose python is MCP_PYTHON (tests/mcp/setup.sh).
+// tests/integration/mcp/fixture_server.py from the venv whose python is MCP_PYTHON (tests/integration/mcp/setup.sh).
 // A fourth, whose REBUNO_URL names a closed port, shows what an unreachable kernel logs. A
 // fifth, which the kernel reaches with no proxy in between, is stopped and started again on
 // its port mid-run, as a `wrangler dev` restart does.
@@ -65,7 +65,7 @@ const RESTART_VARS = { REBUNO_WAIT_UNTIL_SECONDS: "30", REBUNO_DEADLINE_MARGIN_S
 const AGENT_OTEL = "workers-otel";
 const OTEL_SERVICE = "workers-e2e";
 const OTLP_PYTHON = process.env.OTLP_PYTHON;
-// The python of the venv with PyPI's `mcp` (tests/mcp/setup.sh), for the MCP fixture server.
+// The python of the venv with PyPI's `mcp` (tests/integration/mcp/setup.sh), for the MCP fixture server.
 const MCP_PYTHON = process.env.MCP_PYTHON;
 // The example agent's policy: every tool allowed but the MCP fixture's `weather`.
 const MCP_POLICY = `default_action: allow
@@ -235,7 +235,7 @@ async function startProxy(target) {
 }
 
 /**
- * The MCP fixture (tests/mcp/fixture_server.py on PyPI's `mcp`) over streamable HTTP on
+ * The MCP fixture (tests/integration/mcp/fixture_server.py on PyPI's `mcp`) over streamable HTTP on
  * loopback, behind a proxy that streams both ways (the server's ping must reach the Worker
  * while the call's event stream is open) and keeps every JSON-RPC message the Worker posts.
  * `record` appends to `effects`.
@@ -247,7 +247,7 @@ async function startMcpFixture(python) {
   const port = await freePort();
   const out = openSync(log, "a");
   // Resumable: its streams carry event ids, and `interrupted` closes its own before answering.
-  const child = spawn(python, [join(REPO, "tests/mcp/fixture_server.py"), "streamable-http", String(port), "resumable"], {
+  const child = spawn(python, [join(REPO, "tests/integration/mcp/fixture_server.py"), "streamable-http", String(port), "resumable"], {
     stdio: ["ignore", out, out],
     env: { ...process.env, EFFECT_LOG: effects },
   });
@@ -309,7 +309,7 @@ async function listening(port, child, what, log) {
 /**
  * A real OTLP/HTTP receiver on loopback, as tests/integration/support/otlp.rs starts it: rotel
  * takes the Worker's OTLP/JSON and forwards it, batched and re-encoded as protobuf, to
- * tests/otlp/recorder.py, which decodes it with opentelemetry-proto and appends one JSON line
+ * tests/integration/support/otlp/recorder.py, which decodes it with opentelemetry-proto and appends one JSON line
  * per request. What the test reads is what a collector understood. A 20 ms poll of that file
  * stamps each request with when it arrived (`performance.now()` ms).
  */
@@ -329,7 +329,7 @@ async function startReceiver(python) {
   const stop = () => children.forEach((child) => child.kill());
   try {
     const recorderPort = await freePort();
-    const recorder = spawnLogged(python, [join(REPO, "tests/otlp/recorder.py"), `${recorderPort}`, file], recorderLog);
+    const recorder = spawnLogged(python, [join(REPO, "tests/integration/support/otlp/recorder.py"), `${recorderPort}`, file], recorderLog);
     await listening(recorderPort, recorder, "the recorder", recorderLog);
     const rotelPath = await new Promise((ok, fail) => {
       const find = spawn(python, ["-c", "import os, rotel; print(os.path.join(os.path.dirname(rotel.__file__), 'rotel-agent'))"]);
@@ -936,7 +936,7 @@ const tests = [
   [
     "MCP tools over streamable HTTP (StreamableHttp over the Workers fetch): recorded once, replayed on re-delivery, nulls stripped, at_most_once once, a denial never reaching the server, a closed stream resumed",
     async ({ kernel, proxy, mcp }) => {
-      assert(mcp, "no MCP fixture: set MCP_PYTHON to the python of tests/mcp/setup.sh's venv");
+      assert(mcp, "no MCP fixture: set MCP_PYTHON to the python of tests/integration/mcp/setup.sh's venv");
       const before = mcp.posted.length;
       const resumedBefore = mcp.resumed.length;
       // The calls, then a `work` step long enough that `checked_at` falls past the deadline

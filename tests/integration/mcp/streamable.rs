@@ -164,7 +164,7 @@ fn definition_of(message: &Value) -> &'static str {
     }
 }
 
-/// Runs tests/mcp/validate_messages.py on `items`; its output lines, and whether all passed.
+/// Runs tests/integration/mcp/validate_messages.py on `items`; its output lines, and whether all passed.
 fn validate(items: &[Value]) -> (Vec<String>, bool) {
     let out = run_python("validate_messages.py", &items);
     let stderr = String::from_utf8_lossy(&out.stderr);

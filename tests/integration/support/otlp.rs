@@ -1,6 +1,6 @@
-//! The OTLP receiver of `tests/otlp/receiver.rs` (rotel in front of a recorder).
+//! The OTLP receiver of `tests/integration/support/otlp/receiver.rs` (rotel in front of a recorder).
 
-#[path = "../../otlp/receiver.rs"]
+#[path = "otlp/receiver.rs"]
 mod receiver;
 
 pub use receiver::{Receiver, attribute};

@@ -1,6 +1,6 @@
-//! The interop venv of `tests/otlp/venv.rs`.
+//! The interop venv of `tests/integration/support/otlp/venv.rs`.
 
-#[path = "../../otlp/venv.rs"]
+#[path = "otlp/venv.rs"]
 mod shared;
 
 pub use shared::{python, repo};

@@ -1,10 +1,10 @@
-//! The OTLP receiver of `tests/otlp/receiver.rs` (rotel in front of a recorder, from the
+//! The OTLP receiver of `tests/integration/support/otlp/receiver.rs` (rotel in front of a recorder, from the
 //! repository's interop venv).
 
-#[path = "../../../../tests/otlp/venv.rs"]
+#[path = "../../../../tests/integration/support/otlp/venv.rs"]
 mod venv;
 
-#[path = "../../../../tests/otlp/receiver.rs"]
+#[path = "../../../../tests/integration/support/otlp/receiver.rs"]
 mod receiver;
 
 pub use receiver::{Receiver, attribute};

@@ -275,7 +275,7 @@ impl Spawner {
         ))
     }
 
-    /// `tests/bench/agent.py` under uvicorn.
+    /// `tools/bench/agent.py` under uvicorn.
     async fn python(&self, kernel_url: &str) -> Result<(Proc, String)> {
         let python = self.python.as_ref().context("no python")?;
         let port = free_port()?;

@@ -1,6 +1,6 @@
 """The benchmark agent written with the official Python SDK (rebuno==0.29.2), served by uvicorn.
 
-Same workload as the Rust agent (tests/bench/src/agent.rs): input {"k": K, "mode": M};
+Same workload as the Rust agent (tools/bench/src/agent.rs): input {"k": K, "mode": M};
 `live` calls a no-op tool K times and completes; `hold` does the same but, on the first
 delivery attempt, waits forever after the K calls so that a re-delivery replays all K;
 `idle` waits inside a tool for an hour. `llm` and `llm_hold` are `live` and `hold` with K durable
@@ -8,7 +8,7 @@ LLM calls (through `rebuno.http_client()`, each an `llm_call` step) to the chat-
 at the input's `llm_url` instead of the K tool calls.
 
 Run by `cargo run --release -p rebuno-bench` as
-`python -m uvicorn agent:app --app-dir tests/bench ...` with REBUNO_URL and REBUNO_AGENT_SECRET
+`python -m uvicorn agent:app --app-dir tools/bench ...` with REBUNO_URL and REBUNO_AGENT_SECRET
 set. The process exits when its stdin closes (the benchmark driver went away).
 """
 

@@ -1,7 +1,7 @@
 //! The fault campaign driver: a dev kernel in its own process (`campaign-kernel`, with a data
 //! directory), two `campaign-agent` processes behind fault-injecting proxies, executions of
 //! seeded programs under kills (of agents and of the kernel), freezes, cuts and duplicated,
-//! delayed and stale deliveries; then the invariants (see `tests/campaign/README.md`).
+//! delayed and stale deliveries; then the invariants (see `tools/campaign/README.md`).
 //!
 //! ```text
 //! cargo build -p rebuno-campaign --bins

@@ -1,6 +1,6 @@
 //! A real OTLP receiver on loopback for the telemetry tests of every crate (included with
 //! `#[path]`): rotel (an OpenTelemetry collector, from the interop venv) takes the SDK's
-//! OTLP/HTTP JSON and forwards it, re-encoded as protobuf, to `tests/otlp/recorder.py`, which
+//! OTLP/HTTP JSON and forwards it, re-encoded as protobuf, to `tests/integration/support/otlp/recorder.py`, which
 //! decodes it with the official definitions and writes one JSON line per request. What the
 //! tests read is what a collector understood, not what the SDK meant.
 //!
@@ -68,7 +68,7 @@ impl Receiver {
         let log = dir.join("rotel.log");
         let recorder_port = free_port();
         let mut recorder = Command::new(python())
-            .arg(repo().join("tests/otlp/recorder.py"))
+            .arg(repo().join("tests/integration/support/otlp/recorder.py"))
             .arg(recorder_port.to_string())
             .arg(&file)
             .stdin(Stdio::null())

@@ -1,6 +1,6 @@
-"""Draws the traces a receiver recorded (tests/otlp/recorder.py's JSONL) as indented trees.
+"""Draws the traces a receiver recorded (tests/integration/support/otlp/recorder.py's JSONL) as indented trees.
 
-    python3 tests/otlp/tree.py received.jsonl [SERVICE]
+    python3 tests/integration/support/otlp/tree.py received.jsonl [SERVICE]
 
 One block per trace: each span with its offset from the trace's first span, its duration, and
 the rebuno attributes that say what happened (attempt, outcome, stop, replayed); links last.

@@ -1,8 +1,8 @@
-"""Captures tests/mcp/fixtures/flatten.json: raw CallToolResults from the real servers (wire
+"""Captures tests/integration/mcp/fixtures/flatten.json: raw CallToolResults from the real servers (wire
 form) next to the Python SDK's flattening of each (rebuno 0.29.2 `_default_flatten`), for the
 offline parity test in tests/integration/mcp.rs. Re-run after changing a pinned server:
 
-    tests/mcp/setup.sh && target/mcp-venv/bin/python tests/mcp/capture_fixtures.py
+    tests/integration/mcp/setup.sh && target/mcp-venv/bin/python tests/integration/mcp/capture_fixtures.py
 """
 
 import asyncio

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Installs (idempotently) the pinned MCP servers tests/integration/mcp.rs and examples/mcp_files.rs run:
 #   * npm: @modelcontextprotocol/server-everything and server-filesystem 2026.8.31, with
-#     `npm ci` from the committed package-lock.json into tests/mcp/node_modules;
+#     `npm ci` from the committed package-lock.json into tests/integration/mcp/node_modules;
 #   * PyPI: a venv with mcp==2.3.0 (the streamable-HTTP fixture server) and rebuno==0.29.2 (the
-#     flattening parity oracle), pinned with their dependencies in tests/mcp/requirements.txt.
+#     flattening parity oracle), pinned with their dependencies in tests/integration/mcp/requirements.txt.
 #
-#   tests/mcp/setup.sh [VENV_DIR]     # VENV_DIR defaults to target/mcp-venv in the repository
+#   tests/integration/mcp/setup.sh [VENV_DIR]     # VENV_DIR defaults to target/mcp-venv in the repository
 #
 # Prints the venv's python path on stdout (and nothing else); progress goes to stderr. Needs
 # node 20+ with npm, and Python 3.11+ with venv ($PYTHON, default python3). Safe to run
@@ -15,7 +15,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
+root="$(cd "$here/../../.." && pwd)"
 dir="${1:-$root/target/mcp-venv}"
 case "$dir" in /*) ;; *) dir="$PWD/$dir" ;; esac
 python="${PYTHON:-python3}"

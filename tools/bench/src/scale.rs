@@ -1,4 +1,4 @@
-//! `rebuno-bench scale`: how the rust agent's cost grows with the work (tests/bench/SCALE.md).
+//! `rebuno-bench scale`: how the rust agent's cost grows with the work (tools/bench/SCALE.md).
 //!
 //! ```text
 //! rebuno-bench scale [--quick] [--only steps|bodies|idle|fanout] [--points LIST]
