@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::exec::Projection;
-use super::{Checkpoint, Resource};
+use super::{Capture, Resource};
 use crate::event::{
     ApprovalChanged, Bound, Checkpointed, Completed, EventBody, Executing, Forked, Initialized,
     Proposed, Recorded, Refused, Registered, Succeeded,
@@ -246,7 +246,7 @@ fn bind(view: &mut Projection, bound: &Bound) {
 
 fn checkpoint(view: &mut Projection, checkpointed: &Checkpointed) {
     if let Some(resource) = view.resources.get_mut(&checkpointed.key) {
-        resource.checkpoints.push(Checkpoint {
+        resource.checkpoints.push(Capture {
             generation: checkpointed.generation,
             checkpoint_ref: checkpointed.checkpoint_ref.clone(),
             covered_seq: checkpointed.covered_seq,

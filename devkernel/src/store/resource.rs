@@ -6,7 +6,7 @@ use rebuno::wire::ResourceView;
 
 /// One checkpoint a driver captured.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Checkpoint {
+pub(crate) struct Capture {
     /// The resource generation it captured.
     pub(crate) generation: u64,
     /// The driver's opaque reference.
@@ -18,7 +18,7 @@ pub(crate) struct Checkpoint {
     pub(crate) invalidated_seq: Option<u64>,
 }
 
-impl Checkpoint {
+impl Capture {
     /// Whether it describes the state at `seq`: `covered_seq <= seq < invalidated_seq`.
     pub(crate) fn covers(&self, seq: u64) -> bool {
         self.covered_seq <= seq && self.invalidated_seq.is_none_or(|end| seq < end)
@@ -55,7 +55,7 @@ pub(crate) struct Resource {
     /// Checkpoint a fork restored it from (shown until the fork captures its own).
     pub(crate) initial_ref: Option<String>,
     /// Checkpoints, oldest first.
-    pub(crate) checkpoints: Vec<Checkpoint>,
+    pub(crate) checkpoints: Vec<Capture>,
 }
 
 impl Resource {
@@ -120,8 +120,8 @@ impl Resource {
 mod tests {
     use super::*;
 
-    fn checkpoint(covered: u64, invalidated: Option<u64>) -> Checkpoint {
-        Checkpoint {
+    fn checkpoint(covered: u64, invalidated: Option<u64>) -> Capture {
+        Capture {
             generation: 1,
             checkpoint_ref: "r".into(),
             covered_seq: covered,

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::event::{Checkpointed, EventBody, Initialized};
 use crate::model::Restoration;
-use crate::store::{Checkpoint, ExecState, Resource};
+use crate::store::{Capture, ExecState, Resource};
 
 /// A restoration decision and the generation the fork's resource starts at.
 #[derive(Debug, Clone)]
@@ -95,7 +95,7 @@ pub(super) fn plan(src: &ExecState, at_seq: u64) -> BTreeMap<String, Restored> {
 /// The fork's copies of `resource`'s checkpoints covering from at or before `at_seq`, seqs
 /// mapped into the fork; of several landing on one fork seq the newest stays. Coverage that
 /// ended after the fork point is open again.
-fn copies(resource: &Resource, at_seq: u64, seqs: &SeqMap) -> BTreeMap<u64, Checkpoint> {
+fn copies(resource: &Resource, at_seq: u64, seqs: &SeqMap) -> BTreeMap<u64, Capture> {
     let mut by_seq = BTreeMap::new();
     for checkpoint in resource
         .checkpoints
@@ -109,7 +109,7 @@ fn copies(resource: &Resource, at_seq: u64, seqs: &SeqMap) -> BTreeMap<u64, Chec
             .map(|end| seqs.map(end));
         by_seq.insert(
             covered_seq,
-            Checkpoint {
+            Capture {
                 covered_seq,
                 invalidated_seq,
                 ..checkpoint.clone()
@@ -177,7 +177,7 @@ mod tests {
             initial_ref: None,
             checkpoints: checkpoints
                 .iter()
-                .map(|&(generation, covered_seq, invalidated_seq)| Checkpoint {
+                .map(|&(generation, covered_seq, invalidated_seq)| Capture {
                     generation,
                     checkpoint_ref: format!("c{generation}"),
                     covered_seq,
