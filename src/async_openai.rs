@@ -133,19 +133,22 @@ where
     fn call(&mut self, factory: HttpRequestFactory) -> Self::Future {
         let inner = self.get_ref().clone();
         let bound = self.bound_context().cloned();
+        let usage = self.asks_usage();
         // The execution is read at first poll, inside the handler's scope.
-        Box::pin(async move { durable(inner, bound.or_else(current), factory).await })
+        Box::pin(async move { durable(inner, bound.or_else(current), factory, usage).await })
     }
 }
 
-/// One async-openai call through the execution, or straight to `inner` outside one.
+/// One async-openai call through the execution, or straight to `inner` outside one; `usage`
+/// as [`DurableLlm::include_usage`].
 async fn durable<S>(
     inner: S,
     context: Option<ExecutionContext>,
     factory: HttpRequestFactory,
+    usage: bool,
 ) -> Result<reqwest::Response, OpenAIError>
 where
-    S: Service<HttpRequestFactory, Response = reqwest::Response>,
+    S: Service<HttpRequestFactory, Response = reqwest::Response> + Clone,
     S::Error: Into<OpenAIError>,
 {
     if context.is_none() {
@@ -154,14 +157,50 @@ where
     let Some(request) = to_http(factory.build().await?)? else {
         return oneshot(inner, factory).await.map_err(Into::into);
     };
-    // `durable_call` hands `send` this same request unchanged. The inner service gets
-    // async-openai's own factory instead of one rebuilt from it: a retry layer inside needs a
-    // factory to rebuild each attempt, and the factory keeps what `http::Request` cannot carry
-    // (reqwest's per-request timeout).
-    let response = durable_call(context, request, |_| upstream(inner, factory))
+    // The inner service gets async-openai's own factory, not one rebuilt from the request:
+    // a retry layer inside needs a factory to rebuild each attempt, and the factory keeps what
+    // `http::Request` cannot carry (reqwest's per-request timeout). Each attempt it builds
+    // takes what `durable_call` changed: the body (asking for usage) and the added headers
+    // (`traceparent`); a request sent as built goes out through the factory untouched.
+    let built = (request.body().clone(), request.headers().clone());
+    let send = move |sent: http::Request<Bytes>| {
+        let unchanged = (sent.body(), sent.headers()) == (&built.0, &built.1);
+        let factory = if unchanged {
+            factory.clone()
+        } else {
+            as_sent(factory.clone(), sent)
+        };
+        upstream(inner.clone(), factory)
+    };
+    let response = durable_call(context, request, usage, send)
         .await
         .map_err(rebuno_error)?;
     Ok(to_reqwest(response))
+}
+
+/// `factory` building requests with `sent`'s body and with the headers `sent` has that they
+/// lack.
+fn as_sent(factory: HttpRequestFactory, sent: http::Request<Bytes>) -> HttpRequestFactory {
+    let (head, body) = sent.into_parts();
+    HttpRequestFactory::new(move || {
+        let (factory, headers, body) = (factory.clone(), head.headers.clone(), body.clone());
+        async move {
+            let mut request = factory.build().await?;
+            for (name, value) in &headers {
+                if !request.headers().contains_key(name) {
+                    request.headers_mut().insert(name, value.clone());
+                }
+            }
+            if request.headers().contains_key(http::header::CONTENT_LENGTH) {
+                let length = http::HeaderValue::from(body.len());
+                request
+                    .headers_mut()
+                    .insert(http::header::CONTENT_LENGTH, length);
+            }
+            *request.body_mut() = Some(reqwest::Body::from(body));
+            Ok(request)
+        }
+    })
 }
 
 /// The provider side of `durable_call`: the inner service's answer as a byte stream.

@@ -36,6 +36,8 @@ struct Detail {
     rule_id: Option<String>,
     tool_id: Option<String>,
     step_id: Option<String>,
+    /// The scopes a `403` call needs, when the call's route names them (`executions:write`).
+    scope: Option<String>,
 }
 
 /// What kind of failure an [`Error`] is.
@@ -129,6 +131,20 @@ impl Error {
         self
     }
 
+    pub(crate) fn with_scope(mut self, scope: impl Into<String>) -> Self {
+        self.inner.detail.scope = Some(scope.into());
+        self
+    }
+
+    /// The same error (kind, status, code and the rest) saying `message`, the error it explains
+    /// kept as its source.
+    pub(crate) fn explained(self, message: impl Into<String>) -> Self {
+        let detail = self.inner.detail.clone();
+        let mut error = Self::new(self.inner.kind, message).with_source(self);
+        error.inner.detail = detail;
+        error
+    }
+
     pub(crate) fn serde(what: &str, source: serde_json::Error) -> Self {
         Self::new(ErrorKind::Serde, what).with_source(source)
     }
@@ -198,6 +214,11 @@ impl Error {
         self.inner.detail.step_id.as_deref()
     }
 
+    /// The scopes the refused call needs, for a `403` the kernel answered a bearer call with.
+    pub(crate) fn missing_scope(&self) -> Option<&str> {
+        self.inner.detail.scope.as_deref()
+    }
+
     /// Whether this is control flow (blocked, terminated, superseded, deadline reached) rather
     /// than a failure.
     pub fn is_control_flow(&self) -> bool {
@@ -252,6 +273,7 @@ impl fmt::Debug for Error {
             ("rule_id", &detail.rule_id),
             ("tool_id", &detail.tool_id),
             ("step_id", &detail.step_id),
+            ("scope", &detail.scope),
         ] {
             if let Some(value) = value {
                 out.field(name, value);

@@ -23,7 +23,6 @@ pub mod retry;
 #[cfg(feature = "rig")]
 pub mod rig;
 pub mod rt;
-#[cfg(feature = "schemars")]
 mod schema;
 mod secret;
 pub mod signing;
@@ -39,7 +38,7 @@ pub mod wire;
 
 pub use agent::{Agent, AgentBuilder, Dispatch, ResponseFuture, Route};
 pub use body::Body;
-pub use context::{ExecutionContext, Scoped, execution, previous};
+pub use context::{ExecutionContext, Scoped, Suspension, execution, previous};
 pub use error::{BoxError, Error, ErrorKind, HandlerError, Result};
 pub use idempotency::Idempotency;
 pub use resource::resource;

@@ -193,7 +193,10 @@ impl AgentBuilder {
         self
     }
 
-    /// The JSON Schema of the input, published to the kernel.
+    /// The JSON Schema of the input, published to the kernel. Every input the kernel hands over
+    /// is checked against it before it is decoded: an input that breaks it fails the execution
+    /// with `input_invalid: input validation failed: <n> errors: <place>: <problem>; ...`, each
+    /// problem named (up to 10), where serde alone names only its first.
     pub fn input_schema(mut self, schema: Value) -> Self {
         self.input_schema = Some(schema);
         self
@@ -303,7 +306,7 @@ impl AgentBuilder {
         let parts = Parts {
             kernel,
             runtime,
-            handler,
+            handler: super::handler::checked(handler, config.input_schema.as_ref()),
         };
         Agent {
             inner: Arc::new(Inner::new(config, secrets, parts)),

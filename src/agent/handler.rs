@@ -1,6 +1,8 @@
-//! The user's handler, with its input and output types erased.
+//! The user's handler, with its input and output types erased, and the input check against the
+//! schema the agent publishes.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -36,5 +38,83 @@ where
             let output = future.await.map_err(Into::into)?;
             serde_json::to_value(output).map_err(HandlerError::from)
         }))
+    }
+}
+
+/// A handler whose input is first checked against the input schema the agent publishes.
+struct SchemaChecked {
+    schema: Value,
+    handler: Arc<dyn ErasedHandler>,
+}
+
+impl ErasedHandler for SchemaChecked {
+    fn start(&self, input: Value) -> Result<HandlerFuture, String> {
+        if let Some(problems) = crate::schema::check(&self.schema, &input) {
+            return Err(format!("input validation failed: {problems}"));
+        }
+        self.handler.start(input)
+    }
+}
+
+/// `handler`, checking every input against `schema` (the agent's published input schema) before
+/// decoding it, so an input that breaks several rules reports each of them (up to
+/// [`MAX_PROBLEMS`](crate::schema::MAX_PROBLEMS)) instead of serde's first error only.
+pub(crate) fn checked(
+    handler: Arc<dyn ErasedHandler>,
+    schema: Option<&Value>,
+) -> Arc<dyn ErasedHandler> {
+    match schema {
+        Some(schema) => Arc::new(SchemaChecked {
+            schema: schema.clone(),
+            handler,
+        }),
+        None => handler,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Order {
+        item: String,
+        count: u32,
+    }
+
+    fn order_handler() -> Arc<dyn ErasedHandler> {
+        Arc::new(FnHandler(
+            |order: Order| async move { Ok::<_, HandlerError>(order.count) },
+            std::marker::PhantomData,
+        ))
+    }
+
+    fn detail(handler: &dyn ErasedHandler, input: Value) -> String {
+        handler.start(input).err().unwrap_or_default()
+    }
+
+    #[test]
+    fn without_a_schema_serde_names_its_first_error() {
+        let plain = checked(order_handler(), None);
+        assert_eq!(detail(&*plain, json!({})), "missing field `item`");
+    }
+
+    #[test]
+    fn with_a_schema_every_problem_is_named() {
+        let schema = json!({
+            "type": "object",
+            "properties": { "item": { "type": "string" }, "count": { "type": "integer", "minimum": 0 } },
+            "required": ["item", "count"]
+        });
+        let strict = checked(order_handler(), Some(&schema));
+        assert_eq!(
+            detail(&*strict, json!({"count": -1})),
+            "input validation failed: 2 errors: input.item: missing; input.count: expected a \
+             number at least 0"
+        );
+        assert!(strict.start(json!({"item": "tea", "count": 2})).is_ok());
     }
 }

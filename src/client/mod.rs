@@ -1,12 +1,14 @@
-//! The client API: create, inspect, cancel and fork executions; resolve approvals; list the
-//! registered agents.
+//! The client API: create, inspect, cancel and fork executions; resolve approvals; register
+//! agents, set and test their policy bundles, and manage scoped API keys.
 
 mod agents;
+mod api_keys;
 mod builder;
 mod decide;
 #[cfg(test)]
 mod fake;
 mod listings;
+mod policies;
 mod requests;
 mod stream;
 mod unauthorized;
@@ -19,11 +21,15 @@ use http::Method;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-pub use self::agents::AgentRecord;
+pub use self::agents::{AgentRecord, RegisterAgent};
+pub use self::api_keys::{ApiKey, CreateApiKey, IssuedApiKey, Scope};
 pub use self::builder::ClientBuilder;
 pub use self::decide::Decide;
 use self::decide::Verdict;
 pub use self::listings::{ListApprovals, ListSteps};
+pub use self::policies::{
+    ExecutionSelector, PolicyCase, PolicyCaseResult, PolicyDecision, PolicyReport, TestPolicy,
+};
 pub use self::requests::{CreateExecution, Fork, ListExecutions};
 pub use self::stream::{DeltaStream, StepDelta};
 use self::unauthorized::KeySource;

@@ -23,6 +23,8 @@ pub struct CreateExecution {
     #[serde(skip_serializing_if = "Option::is_none")]
     session: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    parent_execution_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     idempotency_key: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     spawned_by: Option<SpawnedBy>,
@@ -39,6 +41,7 @@ impl CreateExecution {
             agent_id,
             input: None,
             session: None,
+            parent_execution_id: None,
             idempotency_key: None,
             spawned_by: None,
             on_behalf_of: None,
@@ -58,18 +61,69 @@ impl CreateExecution {
         self
     }
 
-    /// A key that makes creation idempotent: the same key returns the same execution.
+    /// Continues a completed execution of the same agent: the new execution's
+    /// [`previous()`](crate::previous) reads that execution's state (or output), as the next
+    /// turn of its session would. Branches a conversation: edit or regenerate a turn of a
+    /// chat by continuing the turn before it, in a new [`session`](Self::session) (optional,
+    /// but it must not have executions yet).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: rebuno::client::Client, turn_before: &str) -> rebuno::Result<()> {
+    /// // The user edits their last message: answer it again from the turn before it.
+    /// let branch = client
+    ///     .create("chat")
+    ///     .parent_execution_id(turn_before)
+    ///     .session("chat:u1:branch-2")
+    ///     .input(serde_json::json!("what about tomorrow?"))
+    ///     .send()
+    ///     .await?;
+    /// # let _ = branch; Ok(()) }
+    /// ```
+    ///
+    /// [`send`](Self::send) fails with `409 conflict` when the parent is not a completed
+    /// execution of this agent (or the kernel's retention already removed it), or when the
+    /// session already has executions.
+    pub fn parent_execution_id(mut self, execution_id: impl Into<String>) -> Self {
+        self.parent_execution_id = Some(execution_id.into());
+        self
+    }
+
+    /// A key that makes creation idempotent: the same key returns the same execution (the
+    /// kernel keeps keys per agent; a repeated creation gets the first execution, whatever
+    /// its other fields). A key is non-blank, at most 256 bytes, without NUL; the kernel
+    /// frees it when its retention removes the execution.
     ///
     /// Inside a run (a handler, a tool or a step), a creation without a key gets one derived
     /// from the execution, the agent, the session, the input and how many such creations
     /// this delivery made before it: a re-delivery that creates again gets the executions the
     /// first one created, not duplicates. Set a key to choose otherwise.
+    ///
+    /// Outside a run, derive the key from the id of the request being served, which the
+    /// caller's retries keep: a serverless front door invoked again for the same event (an
+    /// asynchronous Lambda invocation keeps its request id over retries), or an HTTP endpoint
+    /// taking its client's `Idempotency-Key` header. When one request creates several
+    /// executions of the same agent, add what tells them apart.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: rebuno::client::Client, request_id: &str) -> rebuno::Result<()> {
+    /// // A front door invoked again for the same request creates no second execution.
+    /// let execution = client
+    ///     .create("order-intake")
+    ///     .input(serde_json::json!({"order": 42}))
+    ///     .idempotency_key(format!("intake:{request_id}"))
+    ///     .send()
+    ///     .await?;
+    /// # let _ = execution; Ok(()) }
+    /// ```
     pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
         self.idempotency_key = Some(key.into());
         self
     }
 
-    /// Makes this a subagent execution of a parent's tool step.
+    /// Makes this a subagent execution of a parent's tool step, which must be executing;
+    /// [`subagent`](crate::subagent()) sets it for you inside a tool. Without a key of its
+    /// own, the kernel makes the creation idempotent on the step, so a re-delivered step
+    /// gets the child it created before.
     pub fn spawned_by(
         mut self,
         execution_id: impl Into<String>,
@@ -82,7 +136,8 @@ impl CreateExecution {
         self
     }
 
-    /// The end-user subject the execution acts for.
+    /// The end-user subject the execution acts for (recorded on it as `on_behalf_of`; an
+    /// empty subject is none).
     pub fn on_behalf_of(mut self, subject: impl Into<String>) -> Self {
         self.on_behalf_of = Some(subject.into());
         self
@@ -102,7 +157,9 @@ impl CreateExecution {
     ///
     /// # Errors
     ///
-    /// `not_found` for an unknown agent, `validation_error`, `conflict`; network errors.
+    /// `not_found` for an unknown agent; `validation_error` for a bad session or key;
+    /// `conflict` for a parent execution that cannot be continued
+    /// ([`parent_execution_id`](Self::parent_execution_id)); network errors.
     pub async fn send(mut self) -> Result<Execution> {
         if self.idempotency_key.is_none()
             && self.spawned_by.is_none()

@@ -74,7 +74,10 @@ impl Client {
         if !response.status().is_success() {
             let status = response.status();
             let body = DeltaStream::drain(response.into_body()).await;
-            return Err(self.explain(crate::kernel::error_from_response(status, &body)));
+            let error = crate::kernel::error_from_response(status, &body);
+            // The request went to the transport; an identical one names what the error concerns.
+            let sent = self.build(Method::GET, &path, None)?;
+            return Err(self.explain(crate::kernel::explain::explain(error, &sent)));
         }
         Ok(DeltaStream {
             body: response.into_body(),

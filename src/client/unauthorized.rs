@@ -1,5 +1,5 @@
-//! What a `401` from the kernel means for a client: which API key it refused, and what to check.
-//! The key itself is never shown.
+//! What a `401` from the kernel means for a client: which API key it refused, and what to check;
+//! and for a `403` that lacks a scope, which key lacks it. The key itself is never shown.
 
 use http::StatusCode;
 
@@ -37,8 +37,20 @@ pub(super) fn api_key(given: Option<Secret>) -> (Option<Secret>, KeySource) {
 }
 
 /// `error` with what to check when it is the kernel refusing the client's credentials (`401`),
-/// `error` itself otherwise. The kernel's own error stays as the source.
+/// or with which key lacks the scope a `403` names; `error` itself otherwise. The kernel's own
+/// error stays as the source.
 pub(super) fn explain(error: Error, key: KeySource) -> Error {
+    if error.missing_scope().is_some() {
+        let whose = match key {
+            KeySource::Builder => "the key given to `ClientBuilder::api_key`".to_owned(),
+            KeySource::Env => format!(
+                "the key in {API_KEY_VAR} (which subagents also create their executions with)"
+            ),
+            KeySource::Missing => "no key".to_owned(),
+        };
+        let message = format!("{}. This client sends {whose}", error.message());
+        return error.explained(message);
+    }
     let status = error.status();
     if error.kind() != ErrorKind::Unauthorized && status != Some(StatusCode::UNAUTHORIZED) {
         return error;
@@ -99,6 +111,38 @@ mod tests {
             assert_eq!(error.status(), Some(StatusCode::UNAUTHORIZED));
             assert_eq!(error.code(), Some("unauthorized"));
         }
+    }
+
+    #[test]
+    fn a_missing_scope_names_the_key_that_lacks_it() {
+        let request = http::Request::builder()
+            .method(http::Method::POST)
+            .uri("http://kernel/v0/executions")
+            .body(bytes::Bytes::from_static(br#"{"agent_id":"a"}"#))
+            .unwrap();
+        let refused = || {
+            crate::kernel::explain::explain(
+                crate::kernel::error_from_response(
+                    StatusCode::FORBIDDEN,
+                    br#"{"code":"forbidden","message":"forbidden"}"#,
+                ),
+                &request,
+            )
+        };
+        let error = explain(refused(), KeySource::Env);
+        let text = error.to_string();
+        assert!(text.contains("lacks scope `executions:write`"), "{text}");
+        assert!(
+            text.ends_with(
+                "the key in REBUNO_API_KEY (which subagents also create their \
+                                executions with)"
+            ),
+            "{text}"
+        );
+        assert_eq!(error.status(), Some(StatusCode::FORBIDDEN));
+        assert_eq!(error.code(), Some("forbidden"));
+        let text = explain(refused(), KeySource::Builder).to_string();
+        assert!(text.ends_with("`ClientBuilder::api_key`"), "{text}");
     }
 
     #[test]

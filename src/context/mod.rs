@@ -6,6 +6,7 @@ mod effect;
 mod pending;
 mod resources;
 mod suspend;
+mod suspension;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -18,6 +19,7 @@ use serde_json::Value;
 pub use self::ambient::Scoped;
 pub(crate) use self::effect::{Effect, missing_step_id, record_decision, replayed};
 pub(crate) use self::resources::{Registered, Registration};
+pub use self::suspension::Suspension;
 use crate::error::{Error, ErrorKind, Result};
 use crate::kernel::{KernelClient, Lease};
 use crate::rt::Deadline;
@@ -26,7 +28,8 @@ use crate::rt::Deadline;
 ///
 /// Cheap to clone. It remembers control flow the kernel signalled (blocked, terminated,
 /// superseded), so a handler that swallows one of those errors still ends the dispatch
-/// correctly, and a superseded handler can no longer write.
+/// correctly, and a superseded handler can no longer write; [`suspension`](Self::suspension)
+/// tells the handler.
 #[derive(Clone)]
 pub struct ExecutionContext {
     inner: Arc<Inner>,
@@ -42,7 +45,8 @@ struct Inner {
     deadline: Option<Deadline>,
     /// The execution's own deadline, as the kernel wrote it.
     deadline_at: Option<String>,
-    control: Mutex<Option<ErrorKind>>,
+    /// The control flow signalled so far, the most final kept.
+    control: Mutex<Option<Suspension>>,
     /// Whether a kernel call of this dispatch failed for want of a connection or an answer.
     kernel_lost: std::sync::atomic::AtomicBool,
     state: Mutex<Option<Value>>,
@@ -243,8 +247,8 @@ impl ExecutionContext {
 
     /// Remembers `error` if it is control flow, and hands it back.
     pub(crate) fn note(&self, error: Error) -> Error {
-        if error.is_control_flow() {
-            lock(&self.inner.control).get_or_insert(error.kind());
+        if let Some(suspension) = Suspension::of(error.kind()) {
+            self.suspend_with(suspension);
         } else if error.kind() == ErrorKind::Network {
             self.inner
                 .kernel_lost
@@ -264,12 +268,7 @@ impl ExecutionContext {
 
     /// The control flow seen so far, as an error to end the dispatch with.
     pub(crate) fn control_flow(&self) -> Option<Error> {
-        (*lock(&self.inner.control)).map(|kind| match kind {
-            ErrorKind::Blocked => Error::blocked(),
-            ErrorKind::Terminated => Error::terminated(),
-            ErrorKind::DeadlineReached => Error::deadline_reached(),
-            _ => Error::superseded(),
-        })
+        self.suspension().map(Suspension::error)
     }
 
     /// The resource registered under `key` in this dispatch.
@@ -301,9 +300,9 @@ impl ExecutionContext {
 
     /// Refuses to write once the dispatch was superseded or the execution is terminal.
     pub(crate) fn guard(&self) -> Result<()> {
-        match *lock(&self.inner.control) {
-            Some(ErrorKind::LeaseSuperseded) => Err(Error::superseded()),
-            Some(ErrorKind::Terminated) => Err(Error::terminated()),
+        match self.suspension() {
+            Some(Suspension::LeaseSuperseded) => Err(Error::superseded()),
+            Some(Suspension::Terminated) => Err(Error::terminated()),
             _ => Ok(()),
         }
     }
@@ -312,7 +311,7 @@ impl ExecutionContext {
     pub(crate) fn guard_start(&self) -> Result<()> {
         self.guard()?;
         let now = self.kernel().runtime().unix_millis();
-        let near = *lock(&self.inner.control) == Some(ErrorKind::DeadlineReached)
+        let near = self.suspension() == Some(Suspension::DeadlineReached)
             || self.inner.deadline.is_some_and(|d| d.is_near(now));
         if near {
             // The run's end says it yielded, and what comes next (agent/run.rs).

@@ -75,6 +75,35 @@ pub(crate) fn encode_segment(segment: &str) -> String {
     out
 }
 
+/// Decodes the `%XX` escapes of one path segment (for messages; an invalid escape stays as it
+/// is, and bytes that are no UTF-8 become U+FFFD).
+pub(crate) fn decode_segment(segment: &str) -> String {
+    if !segment.contains('%') {
+        return segment.to_owned();
+    }
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut at = 0;
+    while at < bytes.len() {
+        let escaped = bytes
+            .get(at + 1..at + 3)
+            .filter(|hex| hex.iter().all(u8::is_ascii_hexdigit))
+            .and_then(|hex| std::str::from_utf8(hex).ok())
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match (bytes[at], escaped) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                at += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                at += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// RFC 3986 unreserved characters, which a path segment carries as they are.
 fn unreserved(byte: u8) -> bool {
     byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~')
@@ -111,5 +140,14 @@ mod tests {
         assert_eq!(encode_segment("alpha/beta gamma"), "alpha%2Fbeta%20gamma");
         assert_eq!(encode_segment("a-b_c.d~e"), "a-b_c.d~e");
         assert_eq!(encode_segment("é?"), "%C3%A9%3F");
+    }
+
+    #[test]
+    fn segments_decode_back() {
+        for segment in ["alpha/beta gamma", "a-b_c.d~e", "é?", ""] {
+            assert_eq!(decode_segment(&encode_segment(segment)), segment);
+        }
+        assert_eq!(decode_segment("50%"), "50%");
+        assert_eq!(decode_segment("%zz%4%+1"), "%zz%4%+1");
     }
 }

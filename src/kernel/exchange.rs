@@ -5,6 +5,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::error_from_response;
+use super::explain::explain;
 use super::retry::{Replayable, RetryPolicy};
 use crate::error::{Error, ErrorKind, Result};
 use crate::rt::Runtime;
@@ -34,7 +35,8 @@ impl Exchange {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::Network`] when no response came; the mapped envelope for a status ≥ 300.
+    /// [`ErrorKind::Network`] when no response came; the mapped envelope for a status ≥ 300,
+    /// explained for the request (`explain`: the id a `404` concerns, the scope a `403` lacks).
     pub(crate) async fn send(
         &self,
         replayable: Replayable,
@@ -50,7 +52,7 @@ impl Exchange {
                 Err(error) => self.retry.retry_transport(error, replayable),
             };
             if !again || tries >= self.retry.attempts {
-                return finish(outcome);
+                return finish(outcome, &build);
             }
             match uri {
                 Some(uri) => log_first_failure(&uri, &outcome, &self.retry),
@@ -108,12 +110,19 @@ pub(crate) fn network_error(error: TransportError) -> Error {
     Error::new(ErrorKind::Network, error.to_string()).with_source(error)
 }
 
+/// The response, or the error it stands for. An error is explained for its request, which
+/// `build` makes again (it was sent away), only on this path.
 fn finish(
     outcome: std::result::Result<http::Response<Bytes>, TransportError>,
+    build: impl Fn() -> Result<http::Request<Bytes>>,
 ) -> Result<http::Response<Bytes>> {
     let response = outcome.map_err(network_error)?;
     if response.status().as_u16() >= 300 {
-        return Err(error_from_response(response.status(), response.body()));
+        let error = error_from_response(response.status(), response.body());
+        return Err(match build() {
+            Ok(request) => explain(error, &request),
+            Err(_) => error,
+        });
     }
     Ok(response)
 }

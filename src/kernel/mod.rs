@@ -3,6 +3,7 @@
 pub(crate) mod api;
 mod base_url;
 mod exchange;
+pub(crate) mod explain;
 mod floats;
 mod lease;
 mod retry;

@@ -29,8 +29,10 @@
 //!   as a completion.
 //!
 //! A live call's request gains a W3C `traceparent` naming the execution's trace and the step
-//! (see [`crate::spans::traceparent`]), unless it carries one already; nothing else is added.
-//! Outside an execution, or for a body that is not a JSON object (an upload, a form), the
+//! (see [`crate::spans::traceparent`]), unless it carries one already, and an OpenAI-style
+//! stream asks for its token usage (`stream_options.include_usage`, so a token budget counts
+//! it; see [`DurableLlm::include_usage`]); nothing else is added, and the step's `args` stay
+//! the request as the caller built it. Outside an execution, or for a body that is not a JSON object (an upload, a form), the
 //! request passes through untouched. Recorded bodies are text: bytes that are not UTF-8 are
 //! recorded as U+FFFD (the Python SDK fails such a call instead). Only the content-type header
 //! is recorded, so no credential ever reaches the event log.

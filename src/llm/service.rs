@@ -75,7 +75,7 @@ impl<S> DurableLlm<S> {
         Self {
             inner,
             context: None,
-            include_usage: false,
+            include_usage: true,
             retry: RetryPolicy::llm(),
         }
     }
@@ -103,16 +103,24 @@ impl<S> DurableLlm<S> {
         self
     }
 
-    /// Asks streamed calls for their token usage: a JSON request with `"stream": true` and no
-    /// `stream_options.include_usage` gets `stream_options.include_usage: true` (what
-    /// OpenAI-style providers need to report usage in a stream), so the kernel can meter the
-    /// answer against a token budget. Off by default; the change is the same on every
-    /// delivery, so the step's identity does not move.
+    /// Whether streamed calls ask for their token usage, so the kernel can meter them against
+    /// a token budget. On by default: an OpenAI-style stream (a JSON body with `"stream":
+    /// true` posted to a `…/completions` path) that does not set
+    /// `stream_options.include_usage` is sent with `stream_options.include_usage: true`, which
+    /// such providers need to report usage in a stream (others report it unasked). A provider
+    /// that answers such a request 400 or 422 (a gateway refusing options it does not know) gets
+    /// the request again as the caller built it, within the same step.
+    ///
+    /// Only what is sent changes: the step's `args` stay the caller's request, so the step id
+    /// does not depend on this setting and histories recorded without the option replay.
+    /// `false` sends every request as built; a token budget then cannot count a stream that
+    /// reports no usage.
     ///
     /// ```no_run
     /// # fn demo() -> Result<(), rebuno::transport::TransportError> {
     /// let transport = rebuno::transport::ReqwestTransport::new()?;
-    /// let llm = rebuno::llm::DurableLlm::from_transport(transport).include_usage(true);
+    /// // A provider that rejects `stream_options` with an error other than 400 or 422.
+    /// let llm = rebuno::llm::DurableLlm::from_transport(transport).include_usage(false);
     /// # drop(llm); Ok(()) }
     /// ```
     #[must_use]
@@ -129,6 +137,16 @@ impl<S> DurableLlm<S> {
     ))]
     pub(crate) fn bound_context(&self) -> Option<&ExecutionContext> {
         self.context.as_ref()
+    }
+
+    /// Whether streamed calls ask for their usage (see [`include_usage`](Self::include_usage)),
+    /// for the rig and async-openai integrations.
+    #[cfg(any(
+        feature = "rig",
+        all(feature = "async-openai", not(target_arch = "wasm32"))
+    ))]
+    pub(crate) fn asks_usage(&self) -> bool {
+        self.include_usage
     }
 
     /// The wrapped client or service, unwrapped.
@@ -202,7 +220,7 @@ impl Default for DurableLlmLayer {
     fn default() -> Self {
         Self {
             context: None,
-            include_usage: false,
+            include_usage: true,
             retry: RetryPolicy::llm(),
         }
     }
@@ -228,7 +246,8 @@ impl DurableLlmLayer {
         self
     }
 
-    /// Asks streamed calls for their token usage (see [`DurableLlm::include_usage`]).
+    /// Whether streamed calls ask for their token usage (see [`DurableLlm::include_usage`]);
+    /// on by default.
     #[must_use]
     pub fn include_usage(mut self, include: bool) -> Self {
         self.include_usage = include;
@@ -269,16 +288,12 @@ where
         let inner = self.inner.clone();
         let bound = self.context.clone();
         let retry = self.retry.clone();
-        let request = if self.include_usage {
-            super::usage::requested(request)
-        } else {
-            request
-        };
+        let usage = self.include_usage;
         Box::pin(async move {
             // Read at first poll, so the handler's execution is the one in scope.
             let context = bound.or_else(current);
             let send = move |request| upstream(inner.clone(), request);
-            durable_call_with(context, request, &retry, send).await
+            durable_call_with(context, request, &retry, usage, send).await
         })
     }
 }
@@ -322,8 +337,10 @@ where
     service.call(request).await
 }
 
-/// One provider request through the execution (see the module docs for the rules), sent once:
-/// the shared engine of the client integrations. `send` reaches the provider.
+/// One provider request through the execution (see the module docs for the rules), without
+/// retries: the shared engine of the client integrations. `send` reaches the provider; it is
+/// called again only when a provider refused the usage option (see
+/// [`DurableLlm::include_usage`]: `usage`).
 #[cfg(any(
     feature = "rig",
     all(feature = "async-openai", not(target_arch = "wasm32"))
@@ -331,25 +348,14 @@ where
 pub(crate) async fn durable_call<F, Fut>(
     context: Option<ExecutionContext>,
     request: http::Request<Bytes>,
+    usage: bool,
     send: F,
 ) -> Result<http::Response<LlmBody>>
 where
-    F: FnOnce(http::Request<Bytes>) -> Fut,
+    F: FnMut(http::Request<Bytes>) -> Fut,
     Fut: Future<Output = std::result::Result<http::Response<ByteStream>, BoxError>>,
 {
-    let mut send = Some(send);
-    let once = move |request| {
-        let send = send.take();
-        async move {
-            match send {
-                Some(send) => send(request).await,
-                None => Err(BoxError::from(
-                    "a provider request without retries was sent twice",
-                )),
-            }
-        }
-    };
-    durable_call_with(context, request, &RetryPolicy::none(), once).await
+    durable_call_with(context, request, &RetryPolicy::none(), usage, send).await
 }
 
 /// [`durable_call`] sending again as `retry` allows (see [`crate::retry`]).
@@ -357,6 +363,7 @@ pub(crate) async fn durable_call_with<F, Fut>(
     context: Option<ExecutionContext>,
     request: http::Request<Bytes>,
     retry: &RetryPolicy,
+    usage: bool,
     mut send: F,
 ) -> Result<http::Response<LlmBody>>
 where
@@ -378,7 +385,7 @@ where
     let request = with_traceparent(request, step.traceparent());
     // Like the Python SDK, a provider that cannot be reached (after the retries) leaves the
     // step open: it is `safe_to_retry`, so a re-delivery sends it again.
-    let response = send_retrying(&step, request, retry, send).await?;
+    let response = send_asking_usage(&step, request, retry, usage, send).await?;
     let status = response.status().as_u16();
     let content_type = response
         .headers()
@@ -405,6 +412,37 @@ where
     );
     step.record(&record).await?;
     Ok(record.into_response(false))
+}
+
+/// Sends `request` (see [`send_retrying`]) asking for its usage when `usage` says so and it is
+/// an OpenAI-style stream that leaves it open; if the provider refuses the request that asked,
+/// sends it again as the caller built it.
+async fn send_asking_usage<F, Fut>(
+    step: &LlmStep,
+    request: http::Request<Bytes>,
+    retry: &RetryPolicy,
+    usage: bool,
+    mut send: F,
+) -> Result<http::Response<ByteStream>>
+where
+    F: FnMut(http::Request<Bytes>) -> Fut,
+    Fut: Future<Output = std::result::Result<http::Response<ByteStream>, BoxError>>,
+{
+    let Some(asking) = usage.then(|| super::usage::requested(&request)).flatten() else {
+        return send_retrying(step, request, retry, send).await;
+    };
+    let response = send_retrying(step, asking, retry, &mut send).await?;
+    if !super::usage::maybe_refused(response.status()) {
+        return Ok(response);
+    }
+    tracing::debug!(
+        parent: step.span(),
+        status = response.status().as_u16(),
+        "the provider refused the request that asked for its usage \
+         (stream_options.include_usage); sending it as built"
+    );
+    drop(response); // frees the connection
+    send_retrying(step, request, retry, send).await
 }
 
 /// Sends `request` until an answer is not retried: a failure to reach the provider and an

@@ -186,12 +186,6 @@ impl LlmStep {
             .record_success(&self.id, &record.to_value(), &captures)
             .await;
         record_step_end(&self.span.span, recorded.as_ref().map(|_| ()));
-        if recorded.is_ok() && (200..300).contains(&record.status) {
-            let streamed = record
-                .content_type()
-                .is_some_and(super::record::is_event_stream);
-            super::usage::warn_if_unreported(&record.body, streamed);
-        }
         recorded
     }
 

@@ -1,110 +1,66 @@
-//! Token usage in recorded answers: what the kernel meters token budgets from.
+//! Token usage in streamed answers: what the kernel meters token budgets from.
 //!
 //! An OpenAI-style streamed answer carries no usage unless the request asks for it with
-//! `stream_options.include_usage`; [`DurableLlm::include_usage`](super::DurableLlm::include_usage)
-//! adds it. The change is made before the call is submitted, the same way on every delivery,
-//! so the step's identity stays the same when it replays.
-
-use std::sync::atomic::{AtomicBool, Ordering};
+//! `stream_options.include_usage`, so a token budget would let every streamed call through.
+//! The SDK asks (see [`DurableLlm::include_usage`](super::DurableLlm::include_usage)), in what
+//! it sends only: the step's `args` stay the request as the caller built it, so the step id is
+//! the one a call had before the SDK asked (and the one the Python SDK gives it), and histories
+//! recorded without the option replay.
 
 use bytes::Bytes;
 use serde_json::Value;
 
-/// Keys under which providers report token counts (OpenAI, Anthropic, Gemini, Ollama…).
-const TOKEN_KEYS: &[&str] = &[
-    "prompt_tokens",
-    "completion_tokens",
-    "input_tokens",
-    "output_tokens",
-    "inputTokens",
-    "outputTokens",
-    "promptTokenCount",
-    "candidatesTokenCount",
-    "prompt_eval_count",
-    "eval_count",
-];
-
-/// `request` with `stream_options.include_usage: true` when it asks for a stream (`"stream":
-/// true` in a JSON body) and does not say whether it wants usage. Anything else is unchanged.
-pub(super) fn requested(mut request: http::Request<Bytes>) -> http::Request<Bytes> {
+/// `request` with `stream_options.include_usage: true`, when it is an OpenAI-style stream (a
+/// JSON body with `"stream": true` posted to a `…/completions` path, chat or legacy) that
+/// does not say whether it wants usage; `None` for anything else (other providers report
+/// usage unasked, or take no such option).
+pub(super) fn requested(request: &http::Request<Bytes>) -> Option<http::Request<Bytes>> {
+    if !request.uri().path().ends_with("/completions") {
+        return None;
+    }
     let Ok(Value::Object(mut body)) = serde_json::from_slice::<Value>(request.body()) else {
-        return request;
+        return None;
     };
     if body.get("stream") != Some(&Value::Bool(true)) {
-        return request;
+        return None;
     }
     let options = body
         .entry("stream_options")
         .or_insert_with(|| Value::Object(serde_json::Map::new()));
     let Value::Object(options) = options else {
-        return request;
+        return None;
     };
     if options.contains_key("include_usage") {
-        return request;
+        return None;
     }
     options.insert("include_usage".to_owned(), Value::Bool(true));
-    let Ok(bytes) = serde_json::to_vec(&Value::Object(body)) else {
-        return request;
-    };
-    if request.headers().contains_key(http::header::CONTENT_LENGTH) {
-        request
+    let bytes = serde_json::to_vec(&Value::Object(body)).ok()?;
+    let mut asking = request.clone();
+    if asking.headers().contains_key(http::header::CONTENT_LENGTH) {
+        asking
             .headers_mut()
             .insert(http::header::CONTENT_LENGTH, bytes.len().into());
     }
-    *request.body_mut() = Bytes::from(bytes);
-    request
+    *asking.body_mut() = Bytes::from(bytes);
+    Some(asking)
 }
 
-/// Whether a recorded answer (a JSON body, or server-sent events) reports token counts.
-pub(super) fn reported(body: &str) -> bool {
-    let reports = |value: &Value| has_tokens(value);
-    if let Ok(value) = serde_json::from_str::<Value>(body) {
-        return reports(&value);
-    }
-    body.lines()
-        .filter_map(|line| line.strip_prefix("data:"))
-        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
-        .any(|value| reports(&value))
-}
-
-fn has_tokens(value: &Value) -> bool {
-    match value {
-        Value::Object(map) => map.iter().any(|(key, child)| {
-            (TOKEN_KEYS.contains(&key.as_str()) && child.as_f64().is_some_and(|n| n > 0.0))
-                || has_tokens(child)
-        }),
-        Value::Array(items) => items.iter().any(has_tokens),
-        _ => false,
-    }
-}
-
-/// Warned once per process: the first answer recorded without usage.
-static WARNED: AtomicBool = AtomicBool::new(false);
-
-/// Warns (once per process) that a recorded answer has no token usage, so a token budget
-/// cannot count it.
-pub(super) fn warn_if_unreported(body: &str, streamed: bool) {
-    if reported(body) || WARNED.swap(true, Ordering::Relaxed) {
-        return;
-    }
-    let hint = if streamed {
-        " (a streamed OpenAI-style answer needs stream_options.include_usage: \
-         DurableLlm::include_usage(true) adds it)"
-    } else {
-        ""
-    };
-    tracing::warn!(
-        "an LLM answer was recorded without token usage; token budgets cannot count it{hint}"
-    );
+/// Whether a provider's answer to a request that asked for usage may be its refusal of the
+/// option (some OpenAI-compatible gateways reject parameters they do not know): the request
+/// is then sent again as the caller built it.
+pub(super) fn maybe_refused(status: http::StatusCode) -> bool {
+    matches!(status.as_u16(), 400 | 422)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn post(body: Value) -> http::Request<Bytes> {
+    const CHAT: &str = "http://llm/v1/chat/completions";
+
+    fn post(url: &str, body: Value) -> http::Request<Bytes> {
         let bytes = Bytes::from(body.to_string());
-        http::Request::post("http://llm/v1/chat/completions")
+        http::Request::post(url)
             .header(http::header::CONTENT_LENGTH, bytes.len())
             .body(bytes)
             .unwrap()
@@ -115,51 +71,64 @@ mod tests {
     }
 
     #[test]
-    fn a_stream_asks_for_usage_once_and_the_same_way_every_time() {
-        let request = post(serde_json::json!({ "model": "m", "stream": true }));
-        let first = requested(request);
-        assert_eq!(body_of(&first)["stream_options"]["include_usage"], true);
+    fn an_openai_style_stream_asks_for_usage_the_same_way_every_time() {
+        let request = post(CHAT, serde_json::json!({ "model": "m", "stream": true }));
+        let asking = requested(&request).unwrap();
+        assert_eq!(body_of(&asking)["stream_options"]["include_usage"], true);
         assert_eq!(
-            first.headers()[http::header::CONTENT_LENGTH],
-            first.body().len().to_string().as_str()
+            asking.headers()[http::header::CONTENT_LENGTH],
+            asking.body().len().to_string().as_str()
         );
-        let again = requested(post(serde_json::json!({ "model": "m", "stream": true })));
         assert_eq!(
-            first.body(),
-            again.body(),
-            "deterministic: the step id stays"
+            body_of(&request),
+            serde_json::json!({ "model": "m", "stream": true })
         );
-        let twice = requested(first);
-        assert_eq!(twice.body(), again.body(), "idempotent");
+        let again = requested(&request).unwrap();
+        assert_eq!(asking.body(), again.body(), "deterministic");
+        assert!(requested(&asking).is_none(), "asked once");
+        let legacy = post("http://llm/v1/completions", body_of(&request));
+        assert!(
+            requested(&legacy).is_some(),
+            "the legacy completions API too"
+        );
+        let options = serde_json::json!({ "stream": true, "stream_options": { "x": 1 } });
+        let kept = requested(&post(CHAT, options)).unwrap();
+        assert_eq!(
+            body_of(&kept)["stream_options"],
+            serde_json::json!({ "x": 1, "include_usage": true })
+        );
     }
 
     #[test]
-    fn a_choice_already_made_or_no_stream_is_left_alone() {
+    fn a_choice_already_made_no_stream_or_another_api_is_left_alone() {
         for body in [
             serde_json::json!({ "stream": true, "stream_options": { "include_usage": false } }),
+            serde_json::json!({ "stream": true, "stream_options": "odd" }),
             serde_json::json!({ "stream": false }),
             serde_json::json!({ "messages": [] }),
         ] {
-            let request = post(body.clone());
-            assert_eq!(body_of(&requested(request)), body);
+            assert!(requested(&post(CHAT, body)).is_none());
         }
-        let other = http::Request::post("http://llm")
+        let stream = serde_json::json!({ "model": "m", "stream": true });
+        for url in [
+            "http://llm/v1/messages",
+            "http://llm/api/chat",
+            "http://llm/v1/responses",
+        ] {
+            assert!(requested(&post(url, stream.clone())).is_none(), "{url}");
+        }
+        let other = http::Request::post(CHAT)
             .body(Bytes::from_static(b"not json"))
             .unwrap();
-        assert_eq!(requested(other).body().as_ref(), b"not json");
+        assert!(requested(&other).is_none());
     }
 
     #[test]
-    fn usage_is_found_in_json_and_in_event_streams() {
-        assert!(reported(
-            r#"{"usage":{"prompt_tokens":3,"completion_tokens":1}}"#
-        ));
-        assert!(reported(
-            "data: {\"choices\":[]}\n\ndata: {\"usage\":{\"completion_tokens\":4}}\n\ndata: [DONE]\n"
-        ));
-        assert!(!reported(
-            "data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\n\ndata: [DONE]\n"
-        ));
-        assert!(!reported(r#"{"usage":{"prompt_tokens":0}}"#));
+    fn only_a_bad_request_may_be_a_refused_option() {
+        assert!(maybe_refused(http::StatusCode::BAD_REQUEST));
+        assert!(maybe_refused(http::StatusCode::UNPROCESSABLE_ENTITY));
+        for status in [200, 401, 404, 429, 500] {
+            assert!(!maybe_refused(http::StatusCode::from_u16(status).unwrap()));
+        }
     }
 }

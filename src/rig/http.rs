@@ -20,8 +20,9 @@ use crate::transport::ByteStream;
 ///
 /// Inside an execution (the handler's, found when the request is first polled, or the one
 /// given to [`DurableLlm::bound`]) a JSON request becomes an `llm_call` step, as described in
-/// [`crate::llm`]. Outside one, and for multipart uploads, requests go to the inner client
-/// untouched. A status outside 2xx (a replayed one, or a refusal) is an
+/// [`crate::llm`], its stream asking for token usage unless rig's provider already chose
+/// (see [`DurableLlm::include_usage`]). Outside one, and for multipart uploads, requests go to
+/// the inner client untouched. A status outside 2xx (a replayed one, or a refusal) is an
 /// `Error::InvalidStatusCodeWithDetails` carrying the body, which rig's providers report as a
 /// provider response error.
 ///
@@ -51,12 +52,14 @@ where
         let request = request.map(Into::into);
         let inner = self.get_ref().clone();
         let bound = self.bound_context().cloned();
+        let usage = self.asks_usage();
         async move {
             // Read at first poll, so the handler's execution is the one in scope.
             let Some(context) = bound.or_else(current) else {
                 return inner.send(request).await;
             };
-            let response = durable_call(Some(context), request, |request| unary(inner, request))
+            let send = move |request| unary(inner.clone(), request);
+            let response = durable_call(Some(context), request, usage, send)
                 .await
                 .map_err(rig_http::Error::instance)?;
             lazy_response(response).await
@@ -84,14 +87,15 @@ where
         let request = request.map(Into::into);
         let inner = self.get_ref().clone();
         let bound = self.bound_context().cloned();
+        let usage = self.asks_usage();
         async move {
             let Some(context) = bound.or_else(current) else {
                 return inner.send_streaming(request).await;
             };
-            let response =
-                durable_call(Some(context), request, |request| streaming(inner, request))
-                    .await
-                    .map_err(rig_http::Error::instance)?;
+            let send = move |request| streaming(inner.clone(), request);
+            let response = durable_call(Some(context), request, usage, send)
+                .await
+                .map_err(rig_http::Error::instance)?;
             streaming_response(response).await
         }
     }

@@ -368,3 +368,49 @@ async fn provider_retries_inside_the_layer_are_one_step_and_calls_outside_execut
     assert_eq!(steps[0]["result"]["status"], 200);
     served.shutdown().await;
 }
+
+/// A policy that allows 10 tokens of LLM calls per execution: the stub's answer reports 16.
+const BUDGET: &str = "default_action: allow\nrules:\n  - id: llm-budget\n    when: { step_kind: llm_call }\n    then: { decision: allow, budget: { max_tokens: 10 } }\n";
+
+#[tokio::test]
+async fn a_token_budget_stops_an_async_openai_stream_without_any_option() {
+    let _trace = trace_init();
+    let kernel = DevKernel::start().await.unwrap();
+    let stub = LlmStub::start().await;
+    let openai = rebuno::async_openai::client(config(&stub));
+    let served = start(&kernel, "budgeted", Some(BUDGET), |agent| {
+        agent.handler_with_state(openai, |openai, _: Value| async move {
+            let mut answers = Vec::new();
+            for _ in 0..2 {
+                answers.push(match stream_text(&openai).await {
+                    Ok((text, _)) => json!(text),
+                    Err(error) => {
+                        let refused = rebuno::llm::raise_for_refusal(&error).err();
+                        json!(refused.map(|e| format!("{:?}", e.kind())))
+                    }
+                });
+            }
+            Ok::<_, HandlerError>(json!(answers))
+        })
+    })
+    .await;
+
+    let done = run(&kernel, "budgeted", json!({})).await;
+
+    assert_eq!(
+        done.output,
+        Some(json!([stub.reply(), "Policy"])),
+        "the budget denied the second stream: {done:?}"
+    );
+    let steps = llm_steps(&kernel, &done.id);
+    let first = steps.iter().find(|s| s["status"] == "succeeded").unwrap();
+    assert_eq!(first["usage_input"], 12, "{first:#}");
+    assert!(
+        first["args"].get("stream_options").is_none(),
+        "args as async-openai built them"
+    );
+    let sent = stub.requests();
+    assert_eq!(sent.len(), 1, "the denied stream never left: {sent:#?}");
+    assert_eq!(sent[0]["stream_options"]["include_usage"], true);
+    served.shutdown().await;
+}

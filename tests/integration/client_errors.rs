@@ -1,13 +1,14 @@
-//! A client's configuration mistakes, over real HTTP with the dev kernel: a refused API key says
-//! which key to check (without showing it), and an `https://` URL for a plain-HTTP kernel fails
-//! at once with what to change, not after retrying for seconds.
+//! A client's mistakes and the kernel's refusals, over real HTTP with the dev kernel: a refused
+//! API key says which key to check (without showing it), an `https://` URL for a plain-HTTP
+//! kernel fails at once with what to change, not after retrying for seconds, a `404` names what
+//! it is about (and the retention that may have deleted it), a `403` the scope the key lacks.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
 
 use std::time::{Duration, Instant};
 
 use rebuno::ErrorKind;
 use rebuno::client::Client;
-use rebuno_devkernel::DevKernel;
+use rebuno_devkernel::{AgentSpec, DevKernel};
 
 const TOKEN: &str = "the-bootstrap-token";
 const WRONG_KEY: &str = "rbk_not-a-key-of-this-kernel";
@@ -96,4 +97,111 @@ async fn an_https_url_for_a_plain_http_kernel_fails_at_once() {
         "{text}"
     );
     assert!(took < Duration::from_millis(900), "took {took:?}: {text}");
+}
+
+/// An ended execution the kernel's retention deleted: `previous()`, a fork and a read name the
+/// execution and the retention, and say what to do.
+#[tokio::test]
+async fn a_404_after_retention_names_the_execution_and_the_retention() {
+    let kernel = DevKernel::builder()
+        .manual_clock()
+        .execution_retention(Duration::from_secs(3600))
+        // No agent answers: the execution is cancelled before it matters.
+        .agent(AgentSpec::new("chat", "http://127.0.0.1:9/webhook", "s"))
+        .start()
+        .await
+        .unwrap();
+    let client = Client::builder().base_url(kernel.url()).build().unwrap();
+    let turn = client.create("chat").send().await.unwrap();
+    client.cancel(&turn.id).await.unwrap();
+    assert_eq!(
+        client.previous(&turn.id).await.unwrap(),
+        serde_json::Value::Null
+    );
+
+    kernel.advance(Duration::from_secs(2 * 3600)).unwrap();
+    assert!(kernel.execution(&turn.id).is_none(), "retention deleted it");
+
+    let previous = client.previous(&turn.id).await.unwrap_err();
+    let fork = client.fork(&turn.id, 1).send().await.unwrap_err();
+    let read = client.get(&turn.id).await.unwrap_err();
+    for (error, advice) in [
+        (previous, "continue in a new session"),
+        (fork, "raise its retention"),
+        (read, "Check the id"),
+    ] {
+        let text = error.to_string();
+        assert_eq!(error.code(), Some("not_found"), "{text}");
+        assert_eq!(error.status().map(|s| s.as_u16()), Some(404), "{text}");
+        assert!(
+            text.starts_with(&format!("execution {} not found", turn.id)),
+            "{text}"
+        );
+        assert!(
+            text.contains("retention deleted it")
+                && text.contains("REBUNO_RETENTION")
+                && text.contains(advice),
+            "{text}"
+        );
+    }
+    kernel.shutdown().await;
+}
+
+/// A `404` names the agent the call was about.
+#[tokio::test]
+async fn a_404_names_the_unknown_agent() {
+    let kernel = DevKernel::start().await.unwrap();
+    let client = Client::builder().base_url(kernel.url()).build().unwrap();
+    let error = client.create("nobody").send().await.unwrap_err();
+    let text = error.to_string();
+    assert_eq!(error.code(), Some("not_found"), "{text}");
+    assert!(
+        text.starts_with("agent \"nobody\" is not registered with this kernel")
+            && text.contains("POST /v0/agents"),
+        "{text}"
+    );
+    kernel.shutdown().await;
+}
+
+/// A key without the scope a call needs: the `403` names the scope, the key it is missing from
+/// (never the key itself) and how to get one that has it.
+#[tokio::test]
+async fn a_403_names_the_missing_scope() {
+    let kernel = kernel_with_token().await;
+    let reader = kernel
+        .create_api_key("reader", &["executions:read"])
+        .unwrap();
+    let client = Client::builder()
+        .base_url(kernel.url())
+        .api_key(reader.clone())
+        .build()
+        .unwrap();
+    let error = client.create("chat").send().await.unwrap_err();
+    let text = chain(&error);
+    assert_eq!(error.status().map(|s| s.as_u16()), Some(403), "{text}");
+    assert_eq!(error.code(), Some("forbidden"), "{text}");
+    assert!(
+        text.contains("lacks scope `executions:write`")
+            && text.contains("`POST /v0/executions`")
+            && text.contains(r#""scopes": ["executions:write"]"#)
+            && text.contains("the key given to `ClientBuilder::api_key`"),
+        "{text}"
+    );
+    assert!(!text.contains(&reader), "the key is shown: {text}");
+    assert!(!format!("{error:?}").contains(&reader), "{error:?}");
+
+    let writer = kernel
+        .create_api_key("writer", &["executions:write"])
+        .unwrap();
+    let client = Client::builder()
+        .base_url(kernel.url())
+        .api_key(writer)
+        .build()
+        .unwrap();
+    let error = client.list().send().await.unwrap_err();
+    assert!(
+        error.to_string().contains("lacks scope `executions:read`"),
+        "{error}"
+    );
+    kernel.shutdown().await;
 }

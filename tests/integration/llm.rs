@@ -624,102 +624,206 @@ async fn live_deltas_are_best_effort_a_failing_publish_loses_nothing() {
     served.shutdown().await;
 }
 
-/// A token budget counts streamed calls only when they report usage: with
-/// `DurableLlm::include_usage(true)` the stream asks for it, the kernel meters the recorded
-/// answer, and the call after the budget is spent is denied; without it both calls go through.
-#[tokio::test]
-async fn a_token_budget_stops_streamed_calls_that_ask_for_their_usage() {
-    const BUDGET: &str = "default_action: allow\nrules:\n  - id: llm-budget\n    when: { step_kind: llm_call }\n    then: { decision: allow, budget: { max_tokens: 10 } }\n";
-    let stub = LlmStub::start().await;
-    let kernel = DevKernel::start().await.unwrap();
-    let agent = agent(&kernel, "budgeted")
-        .handler(|input: Value| async move {
-            let transport = rebuno::transport::HyperTransport::new()?;
-            let llm = rebuno::llm::DurableLlm::from_transport(transport)
-                .include_usage(input["include_usage"].as_bool() == Some(true));
+/// A policy that allows 10 tokens of LLM calls per execution: the stub's answer reports 16.
+const BUDGET: &str = "default_action: allow\nrules:\n  - id: llm-budget\n    when: { step_kind: llm_call }\n    then: { decision: allow, budget: { max_tokens: 10 } }\n";
+
+/// One streamed question through the path `input["path"]` names: `fetch` (`llm::fetch`), or a
+/// `DurableLlm` with `include_usage` as `input["include_usage"]` says (unset: the default).
+/// Read to its end (the answer and its usage are recorded before the end shows): its status,
+/// or `"denied"`.
+async fn ask_streamed(input: &Value, question: &str) -> Result<Value, HandlerError> {
+    let body = json!({
+        "model": "gpt-test",
+        "messages": [{ "role": "user", "content": question }],
+        "stream": true,
+    });
+    let request = http::Request::post(input["url"].as_str().unwrap_or_default())
+        .header("content-type", "application/json")
+        .body(Bytes::from(body.to_string()))?;
+    let sent = if input["path"] == "fetch" {
+        rebuno::llm::fetch(request).await
+    } else {
+        let transport = rebuno::transport::HyperTransport::new()?;
+        let mut llm = rebuno::llm::DurableLlm::from_transport(transport);
+        if let Some(include) = input["include_usage"].as_bool() {
+            llm = llm.include_usage(include);
+        }
+        llm.send(request).await
+    };
+    // A denied call is an error on these raw paths.
+    match sent {
+        Ok(answer) => {
+            let status = answer.status().as_u16();
+            answer.into_body().text().await?;
+            Ok(json!(status))
+        }
+        Err(error) if error.kind() == rebuno::ErrorKind::Policy => Ok(json!("denied")),
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Serves agent `budgeted` under [`BUDGET`]: it asks twice (see [`ask_streamed`]); with
+/// `"off_first"`, its first delivery asks once without usage and hangs.
+async fn budgeted(kernel: &DevKernel) -> Served {
+    let agent = agent(kernel, "budgeted")
+        .handler(|mut input: Value| async move {
+            if input["off_first"] == true && rebuno::execution()?.dispatch_attempt() == 1 {
+                input["include_usage"] = json!(false);
+                ask_streamed(&input, "first").await?;
+                std::future::pending::<()>().await;
+            }
             let mut answers = Vec::new();
             for question in ["first", "second"] {
-                let body = json!({
-                    "model": "gpt-test",
-                    "messages": [{ "role": "user", "content": question }],
-                    "stream": true,
-                });
-                let request = http::Request::post(input["url"].as_str().unwrap_or_default())
-                    .header("content-type", "application/json")
-                    .body(Bytes::from(body.to_string()))?;
-                // A denied call is an error on this raw path; read an answer to its end: it
-                // (and its usage) is recorded before the end shows.
-                match llm.send(request).await {
-                    Ok(answer) => {
-                        answers.push(json!(answer.status().as_u16()));
-                        answer.into_body().text().await?;
-                    }
-                    Err(error) if error.kind() == rebuno::ErrorKind::Policy => {
-                        answers.push(json!("denied"));
-                    }
-                    Err(error) => return Err(error.into()),
-                }
+                answers.push(ask_streamed(&input, question).await?);
             }
             Ok::<_, HandlerError>(json!(answers))
         })
         .build()
         .unwrap();
     let served = serve(agent).await;
-    kernel
-        .register_agent(
-            AgentSpec::new("budgeted", served.webhook_url(), SECRET).policy_yaml(BUDGET),
-        )
-        .unwrap();
+    let spec = AgentSpec::new("budgeted", served.webhook_url(), SECRET).policy_yaml(BUDGET);
+    kernel.register_agent(spec).unwrap();
+    served
+}
 
-    let metered = kernel
-        .create_execution(NewExecution::new(
-            "budgeted",
-            json!({ "url": stub.chat_url(), "include_usage": true }),
-        ))
-        .await
-        .unwrap();
-    let metered = kernel.wait_terminal(&metered.id, WAIT).await.unwrap();
-    let statuses = metered.output.clone().unwrap_or_default();
-    assert_eq!(statuses[0], 200, "{metered:?}");
-    assert_eq!(
-        statuses[1], "denied",
-        "the second call was refused: {metered:?}"
-    );
-    let denied = kernel
-        .events(&metered.id)
-        .into_iter()
-        .find(|e| e.kind == "step.denied")
-        .expect("the budget denied the second call");
-    assert!(
-        denied.payload.to_string().contains("budget"),
-        "{:?}",
-        denied.payload
-    );
-    let first = kernel
-        .steps(&metered.id)
+/// The first succeeded `llm_call` step of `id`, as stored.
+fn first_call(kernel: &DevKernel, id: &str) -> Value {
+    kernel
+        .steps(id)
         .into_iter()
         .find(|s| s.status == "succeeded")
         .map(|s| serde_json::to_value(s).unwrap())
-        .expect("the first call was recorded");
-    assert_eq!(
-        (first["usage_input"].clone(), first["usage_output"].clone()),
-        (json!(12), json!(4)),
-        "the recorded stream carries its usage: {first:#}"
-    );
+        .expect("the first call was recorded")
+}
 
-    let unmetered = kernel
-        .create_execution(NewExecution::new(
-            "budgeted",
-            json!({ "url": stub.chat_url(), "include_usage": false }),
-        ))
-        .await
-        .unwrap();
-    let unmetered = kernel.wait_terminal(&unmetered.id, WAIT).await.unwrap();
-    assert_eq!(
-        unmetered.output,
-        Some(json!([200, 200])),
-        "no usage, nothing to count: {unmetered:?}"
+/// A token budget stops a streamed call through `llm::fetch` and through a `DurableLlm`,
+/// neither of which sets an option: the stream asks for its usage, the kernel meters the
+/// recorded answer, and the call after the budget is spent is denied.
+#[tokio::test]
+async fn a_token_budget_stops_streamed_calls_without_any_option() {
+    let stub = LlmStub::start().await;
+    let kernel = DevKernel::start().await.unwrap();
+    let served = budgeted(&kernel).await;
+
+    for path in ["fetch", "durable_llm"] {
+        let input = json!({ "url": stub.chat_url(), "path": path });
+        let done = run(&kernel, "budgeted", input).await;
+        assert_eq!(
+            done.output,
+            Some(json!([200, "denied"])),
+            "{path}: the second call was refused: {done:?}"
+        );
+        let denied = kernel
+            .events(&done.id)
+            .into_iter()
+            .find(|e| e.kind == "step.denied")
+            .expect("the budget denied the second call");
+        assert!(denied.payload.to_string().contains("budget"), "{denied:?}");
+        let first = first_call(&kernel, &done.id);
+        assert_eq!(
+            (first["usage_input"].clone(), first["usage_output"].clone()),
+            (json!(12), json!(4)),
+            "{path}: the recorded stream carries its usage: {first:#}"
+        );
+        assert_eq!(
+            first["args"],
+            json!({ "model": "gpt-test", "messages": [{ "role": "user", "content": "first" }], "stream": true }),
+            "{path}: the step's args are the request as built, so its id is too"
+        );
+    }
+    let sent = stub.requests();
+    assert!(
+        sent.iter()
+            .all(|r| r["stream_options"] == json!({ "include_usage": true })),
+        "what reached the provider asked for usage: {sent:#?}"
     );
     served.shutdown().await;
     kernel.shutdown().await;
+}
+
+/// `include_usage(false)` sends the request as built: no usage, nothing to count.
+#[tokio::test]
+async fn a_stream_that_turned_usage_off_reports_none_and_the_budget_cannot_count_it() {
+    let stub = LlmStub::start().await;
+    let kernel = DevKernel::start().await.unwrap();
+    let served = budgeted(&kernel).await;
+
+    let input = json!({ "url": stub.chat_url(), "include_usage": false });
+    let done = run(&kernel, "budgeted", input).await;
+
+    assert_eq!(done.output, Some(json!([200, 200])), "{done:?}");
+    assert!(
+        stub.requests()
+            .iter()
+            .all(|r| r.get("stream_options").is_none())
+    );
+    served.shutdown().await;
+    kernel.shutdown().await;
+}
+
+/// A call recorded without the usage option (by a version that did not ask, or with it
+/// off) replays when the run now asks: the step's identity does not depend on the option.
+#[tokio::test]
+async fn a_call_recorded_without_the_usage_option_replays_when_the_run_asks() {
+    let stub = LlmStub::start().await;
+    let kernel = DevKernel::start().await.unwrap();
+    let served = budgeted(&kernel).await;
+    let input = json!({ "url": stub.chat_url(), "off_first": true });
+    let created = kernel
+        .create_execution(NewExecution::new("budgeted", input))
+        .await
+        .unwrap();
+    for _ in 0..2000 {
+        if kernel
+            .steps(&created.id)
+            .iter()
+            .any(|s| s.status == "succeeded")
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    kernel.redeliver(&created.id).unwrap();
+    let done = kernel.wait_terminal(&created.id, WAIT).await.unwrap();
+
+    assert_eq!(
+        done.output,
+        Some(json!([200, 200])),
+        "the first call replayed (its record has no usage, so the budget had nothing to \
+         count), the second went out: {done:?}"
+    );
+    let sent = stub.requests();
+    assert_eq!(
+        sent.len(),
+        2,
+        "the replay did not reach the provider: {sent:#?}"
+    );
+    assert!(sent[0].get("stream_options").is_none());
+    assert_eq!(sent[1]["stream_options"]["include_usage"], true);
+    served.shutdown().await;
+    kernel.shutdown().await;
+}
+
+/// A provider that refuses the request asking for usage (a gateway rejecting options it does
+/// not know) gets it again as the caller built it, in the same step.
+#[tokio::test]
+async fn a_provider_refusing_the_usage_option_gets_the_request_as_built() {
+    let stub = LlmStub::start().await;
+    stub.fault(Fault::Status(400));
+    let asker = asker(None, false).await;
+
+    let id = asker
+        .create(json!({ "url": stub.chat_url(), "stream": true }))
+        .await;
+    let done = asker.kernel.wait_terminal(&id, WAIT).await.unwrap();
+
+    assert_eq!(done.status, ExecutionStatus::Completed, "{done:?}");
+    assert_eq!(done.output.unwrap()["status"], 200);
+    let sent = stub.requests();
+    assert_eq!(sent.len(), 2, "{sent:#?}");
+    assert_eq!(sent[0]["stream_options"]["include_usage"], true);
+    assert!(sent[1].get("stream_options").is_none(), "as built");
+    assert_eq!(asker.llm_step(&id)["result"]["status"], 200);
+    asker.served.shutdown().await;
 }

@@ -18,6 +18,7 @@ use rebuno::wire::Execution;
 use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
 use rig_core::completion::CompletionRequest;
 use rig_core::message::AssistantContent;
+use rig_core::providers::openai::wire::{Dialect, Quirks};
 use rig_core::providers::openai::{OpenAI, OpenAIConfig};
 use rig_core::streaming::{Item, StreamEvent};
 use rig_reqwest::ReqwestClient;
@@ -51,11 +52,26 @@ async fn complete(base: &str) -> Result<String, rig_core::ProviderError> {
         .collect())
 }
 
+/// A rig dialect that does not ask streams for their usage (as rig's Mistral and OpenRouter
+/// dialects).
+const UNASKING: Dialect = Dialect::gateway("unasking", "http://127.0.0.1:9/v1", "UNASKING_KEY")
+    .with_quirks(Quirks::openai().without_stream_usage());
+
+/// A rig client of the [`UNASKING`] dialect on the stub, through a `DurableLlm` with
+/// `include_usage` as given (unset: the default).
+fn unasking(base: &str, include_usage: Option<bool>) -> OpenAI {
+    let mut http = DurableLlm::new(ReqwestClient::default());
+    if let Some(include) = include_usage {
+        http = http.include_usage(include);
+    }
+    OpenAIConfig::with_key(&UNASKING, "sk-test")
+        .with_base_url(format!("{base}/v1"))
+        .connect(http)
+}
+
 /// One streamed chat completion, read event by event as rig delivers it.
-async fn stream(base: &str) -> Result<String, rig_core::ProviderError> {
-    let mut events = openai(base)
-        .chat(MODEL)
-        .stream(CompletionRequest::new("hi"))?;
+async fn stream(client: OpenAI) -> Result<String, rig_core::ProviderError> {
+    let mut events = client.chat(MODEL).stream(CompletionRequest::new("hi"))?;
     let mut text = String::new();
     while let Some(item) = events.next().await {
         if let Item::Event(StreamEvent::Text { text: piece, .. }) = item? {
@@ -200,7 +216,7 @@ async fn a_rig_stream_is_recorded_when_rig_drops_it_and_replays_without_the_prov
         start(&kernel, None, move |_: Value| {
             let (base, answers) = (base.clone(), Arc::clone(&answers));
             async move {
-                let text = stream(&base).await?;
+                let text = stream(openai(&base)).await?;
                 // rig stops at `[DONE]` and drops the body: the record is handed to the
                 // execution, which writes it before its next step.
                 rebuno::step("after", || async { Ok::<_, HandlerError>(1) }).await?;
@@ -307,7 +323,7 @@ async fn a_denied_rig_call_is_a_provider_error_naming_the_refusal() {
         start(&kernel, Some(DENY_LLM), move |_: Value| {
             let (base, seen) = (base.clone(), Arc::clone(&seen));
             async move {
-                let streamed = stream(&base).await.expect_err("refused");
+                let streamed = stream(openai(&base)).await.expect_err("refused");
                 let error = complete(&base).await.expect_err("refused");
                 for error in [&streamed, &error] {
                     let raised = rebuno::llm::raise_for_refusal(error).err();
@@ -334,5 +350,66 @@ async fn a_denied_rig_call_is_a_provider_error_naming_the_refusal() {
         );
         assert_eq!(reason.as_deref(), Some("no_gpt"));
     }
+    served.shutdown().await;
+}
+
+/// A policy that allows 10 tokens of LLM calls per execution: the stub's answer reports 16.
+const BUDGET: &str = "default_action: allow\nrules:\n  - id: llm-budget\n    when: { step_kind: llm_call }\n    then: { decision: allow, budget: { max_tokens: 10 } }\n";
+
+#[tokio::test]
+async fn a_token_budget_stops_a_rig_stream_whose_dialect_does_not_ask_for_usage() {
+    let _trace = trace_init();
+    let kernel = DevKernel::start().await.unwrap();
+    let stub = LlmStub::start().await;
+    let served = {
+        let base = stub.url();
+        start(&kernel, Some(BUDGET), move |input: Value| {
+            let base = base.clone();
+            async move {
+                let mut answers = Vec::new();
+                for _ in 0..2 {
+                    let client = unasking(&base, input["include_usage"].as_bool());
+                    answers.push(match stream(client).await {
+                        Ok(text) => json!(text),
+                        Err(error) => {
+                            let refused = rebuno::llm::raise_for_refusal(&error).err();
+                            json!(refused.map(|e| format!("{:?}", e.kind())))
+                        }
+                    });
+                }
+                Ok::<_, HandlerError>(json!(answers))
+            }
+        })
+        .await
+    };
+
+    let done = run(&kernel, "rigger", json!({})).await;
+    assert_eq!(
+        done.output,
+        Some(json!([DEFAULT_REPLY, "Policy"])),
+        "the budget denied the second stream: {done:?}"
+    );
+    let first = kernel
+        .steps(&done.id)
+        .into_iter()
+        .find(|s| s.status == "succeeded")
+        .map(|s| serde_json::to_value(s).unwrap())
+        .expect("the first stream was recorded");
+    assert_eq!(first["usage_input"], 12, "{first:#}");
+    assert!(
+        first["args"].get("stream_options").is_none(),
+        "args as rig built them"
+    );
+
+    let off = run(&kernel, "rigger", json!({ "include_usage": false })).await;
+    assert_eq!(
+        off.output,
+        Some(json!([DEFAULT_REPLY, DEFAULT_REPLY])),
+        "turned off, the streams report no usage: {off:?}"
+    );
+    let sent = stub.requests();
+    assert_eq!(sent.len(), 3, "the denied stream never left: {sent:#?}");
+    assert_eq!(sent[0]["stream_options"]["include_usage"], true);
+    assert!(sent[1..].iter().all(|r| r.get("stream_options").is_none()));
     served.shutdown().await;
 }

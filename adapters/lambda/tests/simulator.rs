@@ -688,11 +688,15 @@ async fn the_example_makes_one_durable_llm_call(stack: &Stack, agent_id: &str, s
         done.failure_reason
     );
     assert_eq!(stub.hits(), 1, "stream {stream}: one provider request");
-    let prompt = json!({
+    let mut prompt = json!({
         "model": "gpt-test",
         "messages": [{ "role": "user", "content": "hi" }],
         "stream": stream,
     });
+    if stream {
+        // The SDK asks an OpenAI-style stream for its usage (a token budget counts it).
+        prompt["stream_options"] = json!({ "include_usage": true });
+    }
     assert_eq!(stub.requests(), [prompt], "the request the example posted");
 
     let answer = llm_stub::default_answer(1, stream);

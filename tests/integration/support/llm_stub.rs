@@ -246,11 +246,12 @@ impl Answer {
 }
 
 /// The body a stub with the default settings sends for its `n`th chat request to model
-/// `gpt-test`: the `chat.completion` object, or (`stream`) its events and `[DONE]` joined.
+/// `gpt-test` from this SDK: the `chat.completion` object, or (`stream`) its events, the usage
+/// chunk the SDK asks for by default, and `[DONE]` joined.
 pub fn default_answer(n: usize, stream: bool) -> String {
     let answer = Answer::new(n, "gpt-test", DEFAULT_REPLY.to_owned());
     if stream {
-        answer.events(None, false).concat()
+        answer.events(None, true).concat()
     } else {
         answer.completion().to_string()
     }

@@ -262,7 +262,11 @@ async fn explain_create_error(remote: &Remote, agent: &str, error: CliError) -> 
     let registered = registered_agents(remote).await;
     let unknown = match &registered {
         Some(ids) => !ids.iter().any(|id| id == agent),
-        None => message.starts_with(AGENT_NOT_FOUND),
+        // The kernel's words, or the SDK's explanation of them (`agent "<id>" is not registered`).
+        None => {
+            message.starts_with(AGENT_NOT_FOUND)
+                || message.starts_with(&format!("agent {agent:?} is not registered"))
+        }
     };
     if !unknown {
         return error;

@@ -1,0 +1,210 @@
+//! `ExecutionContext::suspension`: a "framework" that catches the SDK's control flow and returns
+//! normally still lets the handler see that the run is suspending, and why; the execution then
+//! ends as the suspension says (blocked, cancelled), never completed with the swallowed value.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
+
+use crate::support;
+use rebuno::wire::ExecutionStatus;
+
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use rebuno::{HandlerError, Suspension, Tool, define_tool};
+use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
+use serde_json::{Value, json};
+use support::*;
+
+const POLICY: &str = "default_action: allow\nrules:\n  - id: ask-first\n    when: { target: deploy }\n    then: { decision: require_approval }\n  - id: llm-ask-first\n    when: { step_kind: llm_call }\n    then: { decision: require_approval }\n";
+
+/// A framework that runs a tool and hands its failure to the model as text, as agent
+/// frameworks do: the control flow inside the error is lost to the caller.
+async fn framework(tool: &Tool<Value, String>) -> String {
+    match tool.call(json!({ "to": "prod" })).await {
+        Ok(answer) => answer,
+        Err(error) => format!("the tool failed: {error}"),
+    }
+}
+
+/// What each delivery's handler saw after the framework returned, and a signal when a handler
+/// starts.
+#[derive(Clone, Default)]
+struct Seen {
+    suspensions: Arc<Mutex<Vec<Option<Suspension>>>>,
+    started: Arc<tokio::sync::Notify>,
+}
+
+/// Serves agent `deployer` under [`POLICY`]: it says it started, waits for `go`, runs the
+/// framework, notes `suspension()` and returns the framework's answer.
+async fn deployer(
+    kernel: &DevKernel,
+    seen: &Seen,
+    go: tokio::sync::watch::Receiver<bool>,
+) -> Served {
+    let deploy = define_tool("deploy")
+        .execute(|_: Value| async { Ok::<_, HandlerError>("deployed".to_owned()) });
+    let state = (deploy, seen.clone(), go);
+    let agent = agent(kernel, "deployer")
+        .handler_with_state(state, |(deploy, seen, mut go), _: Value| async move {
+            seen.started.notify_one();
+            let _ = go.wait_for(|go| *go).await;
+            let answer = framework(&deploy).await;
+            let suspension = rebuno::execution()?.suspension();
+            seen.suspensions.lock().unwrap().push(suspension);
+            Ok::<_, HandlerError>(json!({ "framework": answer }))
+        })
+        .build()
+        .unwrap();
+    let served = serve(agent).await;
+    let spec = AgentSpec::new("deployer", served.webhook_url(), SECRET).policy_yaml(POLICY);
+    kernel.register_agent(spec).unwrap();
+    served
+}
+
+async fn seen_after(seen: &Seen, count: usize) -> Vec<Option<Suspension>> {
+    for _ in 0..2000 {
+        if seen.suspensions.lock().unwrap().len() >= count {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    seen.suspensions.lock().unwrap().clone()
+}
+
+#[tokio::test]
+async fn a_swallowed_approval_block_is_seen_and_the_execution_stays_blocked() {
+    let _trace = trace_init();
+    let kernel = DevKernel::start().await.unwrap();
+    let seen = Seen::default();
+    let (_go, going) = tokio::sync::watch::channel(true);
+    let served = deployer(&kernel, &seen, going).await;
+
+    let created = kernel
+        .create_execution(NewExecution::new("deployer", json!({})))
+        .await
+        .unwrap();
+    let blocked = kernel
+        .wait_until(&created.id, WAIT, |s| s == ExecutionStatus::Blocked)
+        .await
+        .expect("the swallowed block still blocked the execution");
+    assert_eq!(seen_after(&seen, 1).await, [Some(Suspension::Blocked)]);
+    assert_eq!(blocked.output, None, "the swallowed value was not recorded");
+    let events = types(&kernel.events(&created.id));
+    assert!(
+        !events.iter().any(|t| t == "execution.completed"),
+        "{events:?}"
+    );
+
+    let approval = kernel.approvals().pop().expect("an approval waits");
+    kernel.grant(&approval.id).unwrap();
+    let done = kernel.wait_terminal(&created.id, WAIT).await.unwrap();
+
+    assert_eq!(done.status, ExecutionStatus::Completed, "{done:?}");
+    assert_eq!(done.output, Some(json!({ "framework": "deployed" })));
+    assert_eq!(
+        seen_after(&seen, 2).await,
+        [Some(Suspension::Blocked), None],
+        "the delivery after the grant goes on"
+    );
+    served.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_swallowed_termination_is_seen_and_the_execution_stays_cancelled() {
+    let _trace = trace_init();
+    let kernel = DevKernel::start().await.unwrap();
+    let seen = Seen::default();
+    let (go, going) = tokio::sync::watch::channel(false);
+    let served = deployer(&kernel, &seen, going).await;
+    let created = kernel
+        .create_execution(NewExecution::new("deployer", json!({})))
+        .await
+        .unwrap();
+    tokio::time::timeout(WAIT, seen.started.notified())
+        .await
+        .expect("the handler started");
+
+    let client = rebuno::client::Client::builder()
+        .base_url(kernel.url())
+        .build()
+        .unwrap();
+    client.cancel(&created.id).await.unwrap();
+    go.send(true).unwrap();
+
+    assert_eq!(seen_after(&seen, 1).await, [Some(Suspension::Terminated)]);
+    served.shutdown().await;
+    let done = client.get(&created.id).await.unwrap();
+    assert_eq!(done.status, ExecutionStatus::Cancelled);
+    assert_eq!(done.output, None);
+}
+
+/// A provider as a plain tower service: what a provider SDK sends through.
+#[derive(Clone)]
+struct Canned;
+
+impl tower_service::Service<http::Request<Bytes>> for Canned {
+    type Response = http::Response<http_body_util::Full<Bytes>>;
+    type Error = std::convert::Infallible;
+    type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: http::Request<Bytes>) -> Self::Future {
+        let body = br#"{"choices":[{"message":{"content":"canned"}}]}"#;
+        let response = http::Response::new(http_body_util::Full::new(Bytes::from_static(body)));
+        std::future::ready(Ok(response))
+    }
+}
+
+#[tokio::test]
+async fn a_provider_sdk_that_turns_a_blocked_llm_call_into_its_own_error_cannot_hide_it() {
+    let _trace = trace_init();
+    let seen = Seen::default();
+    let noted = seen.clone();
+    let (kernel, served) = kernel_with_policy("chatter", move |agent| {
+        agent.handler_with_state(noted, |seen, _: Value| async move {
+            let mut provider =
+                tower_layer::Layer::layer(&rebuno::llm::DurableLlmLayer::new(), Canned);
+            let request = http::Request::post("http://llm/v1/chat/completions")
+                .body(Bytes::from_static(br#"{"model":"m","messages":[]}"#))?;
+            // The provider SDK's view: an HTTP 403, which it reports as its own error.
+            let answer = tower_service::Service::call(&mut provider, request).await?;
+            let status = answer.status().as_u16();
+            let suspension = rebuno::execution()?.suspension();
+            seen.suspensions.lock().unwrap().push(suspension);
+            Ok::<_, HandlerError>(json!({ "provider_status": status }))
+        })
+    })
+    .await;
+
+    let created = kernel
+        .create_execution(NewExecution::new("chatter", json!({})))
+        .await
+        .unwrap();
+    let blocked = kernel
+        .wait_until(&created.id, WAIT, |s| s == ExecutionStatus::Blocked)
+        .await
+        .expect("blocked on the approval");
+
+    assert_eq!(seen_after(&seen, 1).await, [Some(Suspension::Blocked)]);
+    assert_eq!(blocked.output, None);
+    served.shutdown().await;
+}
+
+/// [`kernel_with`] under [`POLICY`].
+async fn kernel_with_policy(
+    agent_id: &str,
+    configure: impl FnOnce(rebuno::AgentBuilder) -> rebuno::AgentBuilder,
+) -> (DevKernel, Served) {
+    let kernel = DevKernel::start().await.unwrap();
+    let built = configure(agent(&kernel, agent_id)).build().unwrap();
+    let served = serve(built).await;
+    let spec = AgentSpec::new(agent_id, served.webhook_url(), SECRET).policy_yaml(POLICY);
+    kernel.register_agent(spec).unwrap();
+    (kernel, served)
+}
