@@ -27,6 +27,7 @@ mod llm_stub_selftest;
 mod logs;
 mod mcp;
 mod metadata;
+mod parity;
 mod policy;
 mod refusal;
 mod resource;
