@@ -75,6 +75,6 @@ pub use event::EventKind;
 pub use harness::{
     AgentSpec, DevKernel, DevKernelBuilder, DevKernelError, ExecutionExt, OutputError, ServedAgent,
 };
-pub use kernel::{CaseResult, NewExecution, PolicyReport};
+pub use kernel::NewExecution;
 pub use manifest::{Manifest, ManifestError};
 pub use policy::{Policy, PolicyError};

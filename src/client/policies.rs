@@ -166,7 +166,7 @@ impl ExecutionSelector {
 
 /// One case of a [`PolicyReport`]: what the bundle decided, and whether that is what the
 /// case expected.
-#[derive(Debug, Default, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct PolicyCaseResult {
     /// The case, with the agent and kind the kernel filled in.
@@ -175,21 +175,22 @@ pub struct PolicyCaseResult {
     /// What the bundle decided.
     pub decision: PolicyDecision,
     /// The rule that decided (`default` for the default action).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub rule_id: String,
     /// The rule's reason, if it gives one.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Whether the decision (and rule) are what the case expected.
     pub pass: bool,
     /// What it got against what it expected, when it failed: `deny, want allow`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
 }
 
 /// The answer of [`TestPolicy::send`]: every case's result, how many failed, and which
-/// rules no case reached.
-#[derive(Debug, Default, Clone, PartialEq, Deserialize)]
+/// rules no case reached. `Display` lists the failures, for `assert!(report.passed(),
+/// "{report}")`.
+#[derive(Debug, Default, Clone, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct PolicyReport {
     /// Each case's result, in order.
@@ -199,7 +200,7 @@ pub struct PolicyReport {
     #[serde(default)]
     pub failed: usize,
     /// The bundle's rules no case reached, in bundle order.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unexercised_rules: Vec<String>,
 }
 
@@ -207,6 +208,29 @@ impl PolicyReport {
     /// Whether every case met its expectations.
     pub fn passed(&self) -> bool {
         self.failed == 0
+    }
+}
+
+impl std::fmt::Display for PolicyReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let total = self.results.len();
+        let passed = total.saturating_sub(self.failed);
+        writeln!(f, "policy test: {passed} of {total} cases passed")?;
+        for result in self.results.iter().filter(|r| !r.pass) {
+            let case = &result.case;
+            let name = if case.name.is_empty() {
+                &case.target
+            } else {
+                &case.name
+            };
+            let failure = result.failure.as_deref().unwrap_or_default();
+            writeln!(f, "  FAIL {name}: {failure}")?;
+        }
+        if !self.unexercised_rules.is_empty() {
+            let rules = self.unexercised_rules.join(", ");
+            writeln!(f, "  rules no case reached: {rules}")?;
+        }
+        Ok(())
     }
 }
 

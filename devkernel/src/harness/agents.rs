@@ -103,7 +103,7 @@ impl DevKernel {
             name: name.to_owned(),
             scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
         };
-        Ok(self.kernel.create_api_key(request)?.token)
+        Ok(self.kernel.create_api_key(request)?.1)
     }
 
     /// A kernel `not_found` about an agent, with its id and the registered agents.

@@ -2,13 +2,14 @@
 
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
+use rebuno::client::Scope;
 use serde::Deserialize;
 
 use super::auth::{Caller, scope};
 use super::body::{Capped, Strict};
 use super::error::{ApiResult, json, no_content, ok};
 use super::parse_id;
-use crate::kernel::{AgentRequest, DecideRequest, Kernel, PolicyTestRequest, Resolution, Scope};
+use crate::kernel::{AgentRequest, DecideRequest, Kernel, PolicyTestRequest, Resolution};
 use rebuno::wire::ApprovalStatus;
 
 /// `GET /v0/health`.

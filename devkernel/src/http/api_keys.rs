@@ -3,12 +3,23 @@
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
+use rebuno::client::ApiKey;
+use serde::Serialize;
 
 use super::auth::{Caller, scope};
 use super::body::Strict;
 use super::error::{ApiResult, json, no_content, ok};
 use super::parse_id;
 use crate::kernel::{CreateKeyRequest, Kernel};
+
+/// The answer of create and rotate: the key, then its token (the SDK's `IssuedApiKey` holds
+/// it as a `Secret`, which never serializes).
+#[derive(Serialize)]
+struct Issued {
+    #[serde(flatten)]
+    key: ApiKey,
+    token: String,
+}
 
 /// Tokens must not be cached by intermediaries.
 fn no_store(mut response: Response) -> Response {
@@ -24,8 +35,8 @@ pub(super) async fn create(
     _: Caller<scope::ApiKeysManage>,
     Strict(create): Strict<CreateKeyRequest>,
 ) -> ApiResult {
-    let issued = kernel.create_api_key(create)?;
-    Ok(no_store(json(StatusCode::CREATED, &issued)))
+    let (key, token) = kernel.create_api_key(create)?;
+    Ok(no_store(json(StatusCode::CREATED, &Issued { key, token })))
 }
 
 /// `GET /v0/api-keys`.
@@ -42,8 +53,8 @@ pub(super) async fn rotate(
     Path(id): Path<String>,
     _: Caller<scope::ApiKeysManage>,
 ) -> ApiResult {
-    let issued = kernel.rotate_api_key(parse_id(&id)?)?;
-    Ok(no_store(ok(&issued)))
+    let (key, token) = kernel.rotate_api_key(parse_id(&id)?)?;
+    Ok(no_store(ok(&Issued { key, token })))
 }
 
 /// `DELETE /v0/api-keys/{id}`: revoke (repeatable).

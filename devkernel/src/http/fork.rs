@@ -2,12 +2,13 @@
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use rebuno::client::Scope;
 
 use super::auth::{Caller, scope};
 use super::body::Capped;
 use super::error::{ApiResult, json, ok};
 use super::parse_id;
-use crate::kernel::{ForkRequest, Kernel, Scope};
+use crate::kernel::{ForkRequest, Kernel};
 
 /// `POST /v0/executions/{id}/fork`: `201` execution with `restoration`; a `policy_bundle`
 /// also needs `policies:write`.

@@ -35,14 +35,13 @@ use crate::error::KernelError;
 use crate::store::{ExecCell, Recorder, Store};
 
 pub(crate) use agents::AgentRequest;
-pub(crate) use api_keys::{CreateKeyRequest, KeyGrant, Scope};
+pub(crate) use api_keys::{CreateKeyRequest, KeyGrant};
 pub(crate) use approvals::{DecideRequest, Resolution};
 pub(crate) use create::CreateRequest;
 pub use create::NewExecution;
 pub(crate) use execution::{CompleteRequest, FailRequest, ListQuery};
 pub(crate) use fork::ForkRequest;
 pub(crate) use policy_test::PolicyTestRequest;
-pub use policy_test::{CaseResult, PolicyReport};
 pub(crate) use resources::{BindRequest, Captures, RegisterRequest};
 pub(crate) use step::{OutcomeRequest, SubmitRequest};
 pub(crate) use stream::DeltaRequest;

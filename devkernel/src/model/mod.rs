@@ -1,7 +1,6 @@
 //! The kernel's typed rows of the protocol's objects; the harness hands out `rebuno::wire` types.
 
 mod agent;
-mod api_key;
 mod approval;
 mod event;
 mod execution;
@@ -10,7 +9,6 @@ mod step;
 mod time;
 
 pub(crate) use agent::AgentRow;
-pub(crate) use api_key::{ApiKey, IssuedApiKey};
 pub(crate) use approval::ApprovalRow;
 pub(crate) use event::LogEntry;
 pub(crate) use execution::ExecutionRow;

@@ -23,7 +23,7 @@ pub(crate) use dispatch::{Dispatch, DispatchStatus};
 pub(crate) use exec::{ExecCell, ExecState, Recorder};
 pub(crate) use journal::{Batch, Journal, Line};
 pub(crate) use leases::{HeldLease, Lease, LeaseBook};
-pub(crate) use registry::{Recovered, Registry, StoredKey};
+pub(crate) use registry::{KeyRow, Recovered, Registry};
 pub(crate) use resource::{Capture, Resource};
 
 /// A registered agent with its secret and compiled policy.

@@ -13,16 +13,18 @@ use std::path::Path;
 use std::sync::Arc;
 
 use rebuno::Secret;
+use rebuno::client::ApiKey;
 use serde::{Deserialize, Serialize, Serializer};
+use uuid::Uuid;
 
 use super::AgentEntry;
 use super::journal::{Journal, Line};
-use crate::model::{AgentRow, ApiKey};
+use crate::model::AgentRow;
 use crate::policy::Policy;
 
-/// An API key as the kernel keeps it.
+/// An API key as the kernel keeps it: the listed key and its token's digest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct StoredKey {
+pub(crate) struct KeyRow {
     /// The key as listed.
     pub(crate) key: ApiKey,
     /// The SHA-256 (hex) of its current token.
@@ -41,7 +43,7 @@ enum Entry {
         id: String,
     },
     /// An API key's full state after a mutation.
-    ApiKey(StoredKey),
+    ApiKey(KeyRow),
 }
 
 impl Line for Entry {
@@ -120,8 +122,8 @@ impl StoredAgent {
 pub(crate) struct Recovered {
     /// The agents not deleted since.
     pub(crate) agents: Vec<AgentEntry>,
-    /// Every key, revoked ones included.
-    pub(crate) keys: Vec<StoredKey>,
+    /// Every key by id, revoked ones included.
+    pub(crate) keys: BTreeMap<Uuid, KeyRow>,
 }
 
 /// The registry file.
@@ -148,11 +150,8 @@ impl Registry {
     }
 
     /// Records an API key's state after its creation, rotation or revocation.
-    pub(crate) fn api_key(&self, key: &ApiKey, digest: &str) {
-        self.file.append(&Entry::ApiKey(StoredKey {
-            key: key.clone(),
-            digest: digest.to_owned(),
-        }));
+    pub(crate) fn api_key(&self, row: &KeyRow) {
+        self.file.append(&Entry::ApiKey(row.clone()));
     }
 
     /// Flushes written records to the disk if any are unsynced.
@@ -173,8 +172,11 @@ fn replay(entries: Vec<Entry>) -> io::Result<Recovered> {
             Entry::AgentDeleted { id } => {
                 agents.remove(&id);
             }
-            Entry::ApiKey(key) => {
-                keys.insert(key.key.id, key);
+            Entry::ApiKey(row) => {
+                let id = Uuid::parse_str(&row.key.id).map_err(|e| {
+                    io::Error::new(io::ErrorKind::InvalidData, format!("api key id: {e}"))
+                })?;
+                keys.insert(id, row);
             }
         }
     }
@@ -183,7 +185,7 @@ fn replay(entries: Vec<Entry>) -> io::Result<Recovered> {
             .into_values()
             .map(StoredAgent::into_entry)
             .collect::<io::Result<_>>()?,
-        keys: keys.into_values().collect(),
+        keys,
     })
 }
 
@@ -222,14 +224,14 @@ mod tests {
         }
     }
 
-    fn key(name: &str) -> ApiKey {
-        ApiKey {
-            id: Uuid::now_v7(),
-            name: name.to_owned(),
-            scopes: vec!["executions:read".to_owned()],
-            created_at: Timestamp::now(),
-            revoked_at: None,
-        }
+    fn key(name: &str, digest: &str) -> KeyRow {
+        let mut key = ApiKey::default();
+        key.id = Uuid::now_v7().to_string();
+        key.name = name.to_owned();
+        key.scopes = vec![rebuno::client::Scope::ExecutionsRead];
+        key.created_at = Timestamp::now().to_string();
+        let digest = digest.to_owned();
+        KeyRow { key, digest }
     }
 
     /// What the kernel compares of an agent: the record, both secrets and the policy text.
@@ -247,9 +249,9 @@ mod tests {
         let dir = temp_dir();
         let (registry, none) = Registry::open(&dir).unwrap();
         assert!(none.agents.is_empty() && none.keys.is_empty());
-        let (counter, ci) = (agent("counter", "s3cret"), key("ci"));
+        let (counter, ci) = (agent("counter", "s3cret"), key("ci", "digest-1"));
         registry.agent(&counter);
-        registry.api_key(&ci, "digest-1");
+        registry.api_key(&ci);
         registry.sync().unwrap();
         drop(registry);
         let (_, back) = Registry::open(&dir).unwrap();
@@ -260,11 +262,7 @@ mod tests {
             policy.rule_ids().map(str::to_owned).collect::<Vec<_>>()
         };
         assert_eq!(rule_ids(&back.agents[0]), rule_ids(&counter));
-        let stored = StoredKey {
-            key: ci,
-            digest: "digest-1".to_owned(),
-        };
-        assert_eq!(back.keys, vec![stored]);
+        assert_eq!(back.keys.into_values().collect::<Vec<_>>(), vec![ci]);
         std::fs::remove_dir_all(dir).unwrap();
     }
 
@@ -272,29 +270,25 @@ mod tests {
     fn the_last_record_of_an_agent_or_a_key_wins() {
         let dir = temp_dir();
         let (registry, _) = Registry::open(&dir).unwrap();
-        let (mut first, second) = (key("first"), key("second"));
+        let (mut first, second) = (key("first", "d1"), key("second", "d2"));
         registry.agent(&agent("a", "one"));
         registry.agent(&agent("b", "kept"));
-        registry.api_key(&first, "d1");
-        registry.api_key(&second, "d2");
+        registry.api_key(&first);
+        registry.api_key(&second);
         let mut a = agent("a", "two");
         a.previous_secret = None;
         a.policy = None;
         a.agent.policy_bundle = None;
         registry.agent(&a);
         registry.agent_deleted("b");
-        first.revoked_at = Some(Timestamp::now());
-        registry.api_key(&first, "d3");
+        first.key.revoked_at = Some(Timestamp::now().to_string());
+        "d3".clone_into(&mut first.digest);
+        registry.api_key(&first);
         drop(registry);
         let (_, back) = Registry::open(&dir).unwrap();
         let agents: Vec<_> = back.agents.iter().map(view).collect();
         assert_eq!(agents, vec![view(&a)]);
-        let keys: Vec<_> = back
-            .keys
-            .iter()
-            .map(|k| (&k.key, k.digest.as_str()))
-            .collect();
-        assert_eq!(keys, vec![(&first, "d3"), (&second, "d2")]);
+        assert_eq!(back.keys.into_values().collect::<Vec<_>>(), [first, second]);
         std::fs::remove_dir_all(dir).unwrap();
     }
 

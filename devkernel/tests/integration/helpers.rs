@@ -174,9 +174,9 @@ fn policy_cases_in_the_kernel_format_run_from_cargo_test() {
     let policy = Policy::parse(BUNDLE).unwrap();
     let report = policy.test_cases(CASES).unwrap();
     assert!(report.passed(), "{report}");
-    assert_eq!(report.results().len(), 4);
-    assert_eq!(report.results()[2].rule_id(), "default");
-    assert_eq!(report.unexercised_rules(), ["unused"]);
+    assert_eq!(report.results.len(), 4);
+    assert_eq!(report.results[2].rule_id, "default");
+    assert_eq!(report.unexercised_rules, ["unused"]);
 
     let wrong = CASES.replace(
         "path: /etc/passwd }\n    expect: deny",
@@ -184,7 +184,7 @@ fn policy_cases_in_the_kernel_format_run_from_cargo_test() {
     );
     let report = policy.test_cases(&wrong).unwrap();
     assert!(!report.passed());
-    assert_eq!(report.failed(), 1);
+    assert_eq!(report.failed, 1);
     let text = report.to_string();
     assert!(text.contains("3 of 4 cases passed"), "{text}");
     assert!(

@@ -19,12 +19,13 @@ use std::marker::PhantomData;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::HeaderMap;
 use axum::http::request::Parts;
+use rebuno::client::Scope;
 
 pub(crate) use self::signed::{Leased, Signed};
 use super::error::ApiError;
 use crate::error::KernelError;
 use crate::identity::constant_time_eq;
-use crate::kernel::{Kernel, Principal, Scope};
+use crate::kernel::{Kernel, Principal};
 
 /// Header naming the signing agent.
 const AGENT_ID: &str = "rebuno-agent-id";

@@ -3,21 +3,18 @@
 //! With a data directory, every change to a key is written to the registry (the key and its
 //! token's digest, never the token) under the key table's lock, before the change answers.
 
-mod scope;
 mod token;
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
+use rebuno::client::{ApiKey, Scope};
 use serde::Deserialize;
 use uuid::Uuid;
 
 use super::{Kernel, Principal};
 use crate::error::KernelError;
-use crate::model::{ApiKey, IssuedApiKey};
-use crate::store::{StoredKey, lock};
-
-pub(crate) use scope::Scope;
+use crate::store::{KeyRow, lock};
 
 /// Longest key name, in characters.
 const MAX_NAME: usize = 200;
@@ -41,51 +38,38 @@ pub(crate) struct KeyGrant {
     pub(crate) scopes: Vec<Scope>,
 }
 
-#[derive(Debug, Clone)]
-struct Record {
-    key: ApiKey,
-    digest: String,
-    scopes: Vec<Scope>,
+/// The key table.
+#[derive(Debug, Default)]
+pub(crate) struct Keys {
+    keys: Mutex<BTreeMap<Uuid, KeyRow>>,
 }
 
-impl Record {
-    /// A key the registry kept.
-    fn restored(stored: StoredKey) -> Self {
-        let scopes = stored
-            .key
-            .scopes
-            .iter()
-            .filter_map(|name| {
-                let scope = Scope::parse(name);
-                if scope.is_none() {
-                    tracing::warn!(key = %stored.key.id, scope = %name, "unknown stored scope dropped");
-                }
-                scope
-            })
-            .collect();
+impl Keys {
+    /// A table holding the keys a registry kept (a stored scope this kernel does not know
+    /// grants nothing).
+    pub(crate) fn new(stored: BTreeMap<Uuid, KeyRow>) -> Self {
+        for row in stored.values() {
+            let unknown = row
+                .key
+                .scopes
+                .iter()
+                .filter(|s| matches!(s, Scope::Unknown(_)));
+            for scope in unknown {
+                tracing::warn!(key = %row.key.id, %scope, "unknown stored scope dropped");
+            }
+        }
         Self {
-            key: stored.key,
-            digest: stored.digest,
-            scopes,
+            keys: Mutex::new(stored),
         }
     }
 }
 
-/// The key table.
-#[derive(Debug, Default)]
-pub(crate) struct Keys {
-    keys: Mutex<BTreeMap<Uuid, Record>>,
-}
-
-impl Keys {
-    /// A table holding the keys a registry kept.
-    pub(crate) fn new(stored: Vec<StoredKey>) -> Self {
-        let keys = stored
-            .into_iter()
-            .map(|stored| (stored.key.id, Record::restored(stored)));
-        Self {
-            keys: Mutex::new(keys.collect()),
-        }
+/// The scope named `name`, if this kernel knows it.
+fn known(name: &str) -> Option<Scope> {
+    match name.parse() {
+        Ok(Scope::Unknown(_)) => None,
+        Ok(scope) => Some(scope),
+        Err(never) => match never {},
     }
 }
 
@@ -98,14 +82,12 @@ fn validate(request: CreateKeyRequest) -> Result<(String, Vec<Scope>), KernelErr
     let mut scopes = request
         .scopes
         .iter()
-        .map(|s| {
-            Scope::parse(s).ok_or_else(|| KernelError::validation(format!("unknown scope {s:?}")))
-        })
+        .map(|s| known(s).ok_or_else(|| KernelError::validation(format!("unknown scope {s:?}"))))
         .collect::<Result<Vec<_>, _>>()?;
     if scopes.is_empty() {
         return Err(KernelError::validation("scopes are required"));
     }
-    scopes.sort_by_key(|s| s.as_str());
+    scopes.sort_by(|a, b| a.as_str().cmp(b.as_str()));
     scopes.dedup();
     Ok((name, scopes))
 }
@@ -115,66 +97,60 @@ impl Kernel {
     pub(crate) fn create_api_key(
         &self,
         request: CreateKeyRequest,
-    ) -> Result<IssuedApiKey, KernelError> {
+    ) -> Result<(ApiKey, String), KernelError> {
         let (name, scopes) = validate(request)?;
         let id = Uuid::now_v7();
         let token = token::issue(id)?;
-        let key = ApiKey {
-            id,
-            name,
-            scopes: scopes.iter().map(|s| s.as_str().to_owned()).collect(),
-            created_at: self.clock().timestamp(),
-            revoked_at: None,
-        };
-        let record = Record {
+        let mut key = ApiKey::default();
+        key.id = id.to_string();
+        key.name = name;
+        key.scopes = scopes;
+        key.created_at = self.clock().timestamp().to_string();
+        let row = KeyRow {
             key: key.clone(),
             digest: token::digest(&token),
-            scopes,
         };
         let mut keys = lock(&self.keys().keys);
-        self.persist_key(&record);
-        keys.insert(id, record);
+        self.persist_key(&row);
+        keys.insert(id, row);
         drop(keys);
         tracing::info!(key = %id, "api key created");
-        Ok(IssuedApiKey { key, token })
+        Ok((key, token))
     }
 
     /// Every key, oldest first, without tokens.
     pub(crate) fn api_keys(&self) -> Vec<ApiKey> {
         lock(&self.keys().keys)
             .values()
-            .map(|r| r.key.clone())
+            .map(|row| row.key.clone())
             .collect()
     }
 
     /// Replaces a live key's token (`409` when revoked).
-    pub(crate) fn rotate_api_key(&self, id: Uuid) -> Result<IssuedApiKey, KernelError> {
+    pub(crate) fn rotate_api_key(&self, id: Uuid) -> Result<(ApiKey, String), KernelError> {
         let mut keys = lock(&self.keys().keys);
-        let record = keys
+        let row = keys
             .get_mut(&id)
             .ok_or_else(|| KernelError::not_found("api key"))?;
-        if record.key.revoked_at.is_some() {
+        if row.key.revoked_at.is_some() {
             return Err(KernelError::conflict("api key is revoked"));
         }
         let token = token::issue(id)?;
-        record.digest = token::digest(&token);
-        self.persist_key(record);
+        row.digest = token::digest(&token);
+        self.persist_key(row);
         tracing::info!(key = %id, "api key rotated");
-        Ok(IssuedApiKey {
-            key: record.key.clone(),
-            token,
-        })
+        Ok((row.key.clone(), token))
     }
 
     /// Revokes a key (repeatable).
     pub(crate) fn revoke_api_key(&self, id: Uuid) -> Result<(), KernelError> {
         let mut keys = lock(&self.keys().keys);
-        let record = keys
+        let row = keys
             .get_mut(&id)
             .ok_or_else(|| KernelError::not_found("api key"))?;
-        if record.key.revoked_at.is_none() {
-            record.key.revoked_at = Some(self.clock().timestamp());
-            self.persist_key(record);
+        if row.key.revoked_at.is_none() {
+            row.key.revoked_at = Some(self.clock().timestamp().to_string());
+            self.persist_key(row);
             tracing::info!(key = %id, "api key revoked");
         }
         Ok(())
@@ -182,9 +158,9 @@ impl Kernel {
 
     /// Writes a key's state to the registry, with a data directory (call with the key table
     /// locked, so the registry's order is the order of the changes).
-    fn persist_key(&self, record: &Record) {
+    fn persist_key(&self, row: &KeyRow) {
         if let Some(registry) = self.store().registry() {
-            registry.api_key(&record.key, &record.digest);
+            registry.api_key(row);
         }
     }
 
@@ -192,14 +168,13 @@ impl Kernel {
     pub(crate) fn authenticate_key(&self, token: &str) -> Option<Principal> {
         let id = token::key_id(token)?;
         let keys = lock(&self.keys().keys);
-        let record = keys.get(&id)?;
+        let row = keys.get(&id)?;
         let digest = token::digest(token);
-        let matches =
-            crate::identity::constant_time_eq(digest.as_bytes(), record.digest.as_bytes());
-        (matches && record.key.revoked_at.is_none()).then(|| {
+        let matches = crate::identity::constant_time_eq(digest.as_bytes(), row.digest.as_bytes());
+        (matches && row.key.revoked_at.is_none()).then(|| {
             Principal::Key(KeyGrant {
                 id,
-                scopes: record.scopes.clone(),
+                scopes: row.key.scopes.clone(),
             })
         })
     }

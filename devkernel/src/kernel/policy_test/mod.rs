@@ -6,8 +6,9 @@ mod replay;
 
 use std::collections::BTreeSet;
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use rebuno::client::{PolicyCase, PolicyCaseResult, PolicyDecision, PolicyReport};
+use serde::Deserialize;
+use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use super::Kernel;
@@ -25,7 +26,7 @@ pub(crate) struct PolicyTestRequest {
     #[serde(default)]
     pub(crate) bundle: Option<String>,
     #[serde(default)]
-    pub(crate) cases: Option<Vec<Case>>,
+    pub(crate) cases: Option<Vec<Map<String, Value>>>,
     #[serde(default)]
     pub(crate) execution_id: Option<Uuid>,
     #[serde(default)]
@@ -44,70 +45,62 @@ pub(crate) struct Selector {
     pub(crate) limit: Option<i64>,
 }
 
-/// One test case; replayed cases also name their step and the rule that decided it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Case {
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub(crate) name: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub(crate) agent_id: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub(crate) kind: String,
-    #[serde(default)]
-    pub(crate) target: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) args: Option<Value>,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub(crate) expect: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub(crate) expect_rule: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub(crate) execution_id: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub(crate) step_id: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub(crate) was_rule: String,
-}
-
-/// One evaluated case of a [`PolicyReport`].
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CaseResult {
-    #[serde(flatten)]
-    case: Case,
-    decision: &'static str,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    rule_id: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<String>,
-    pass: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    failure: Option<String>,
-}
-
-/// A policy test: every case's result, how many failed, which rules no case reached.
-///
-/// ```
-/// use rebuno_devkernel::Policy;
-///
-/// let policy = Policy::parse("default_action: deny\nrules:\n  - id: reads\n    when: {target: search}\n    then: {decision: allow}\n")?;
-/// let report = policy.test_cases("agent_id: researcher\ncases:\n  - {name: search, target: search, expect: allow}\n  - {name: shell, target: shell_exec, expect: deny, expect_rule: default}\n")?;
-/// assert!(report.passed(), "{report}");
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PolicyReport {
-    results: Vec<CaseResult>,
-    failed: usize,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    unexercised_rules: Vec<String>,
-}
-
+/// The fields a case may have (others are refused, as the Go kernel does).
+const FIELDS: [&str; 10] = [
+    "name",
+    "agent_id",
+    "kind",
+    "target",
+    "args",
+    "expect",
+    "expect_rule",
+    "execution_id",
+    "step_id",
+    "was_rule",
+];
 const KINDS: [&str; 3] = ["tool_call", "llm_call", "local"];
-const DECISIONS: [&str; 3] = ["allow", "deny", "require_approval"];
+const DECISIONS: [(PolicyDecision, &str); 3] = [
+    (PolicyDecision::Allow, "allow"),
+    (PolicyDecision::Deny, "deny"),
+    (PolicyDecision::RequireApproval, "require_approval"),
+];
 
-/// Fills defaults (agent, `tool_call`) and rejects unknown kinds and expectations.
-fn normalize(cases: &mut [Case], agent_id: &str) -> Result<(), KernelError> {
+/// The wire name of a decision.
+fn wire_name(decision: PolicyDecision) -> &'static str {
+    DECISIONS
+        .iter()
+        .find(|(known, _)| *known == decision)
+        .map_or("", |(_, name)| name)
+}
+
+/// Case `n` as a request or a cases file writes it, read strictly: an unknown field or
+/// `expect` is an error; an empty `expect` expects nothing.
+fn read(n: usize, mut case: Map<String, Value>) -> Result<PolicyCase, KernelError> {
+    if let Some(field) = case.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+        let message = format!("case {n}: unknown field {field:?}");
+        return Err(KernelError::validation(message));
+    }
+    match case.get("expect") {
+        Some(Value::String(expect)) if expect.is_empty() => drop(case.remove("expect")),
+        Some(Value::String(expect)) if DECISIONS.iter().any(|(_, name)| name == expect) => {}
+        Some(other) => {
+            let message = format!("case {n}: unknown expect {other}");
+            return Err(KernelError::validation(message));
+        }
+        None => {}
+    }
+    serde_json::from_value(Value::Object(case))
+        .map_err(|e| KernelError::validation(format!("case {n}: {e}")))
+}
+
+/// Reads every case (see [`read`]).
+fn read_all(cases: Vec<Map<String, Value>>) -> Result<Vec<PolicyCase>, KernelError> {
+    let numbered = cases.into_iter().enumerate();
+    numbered.map(|(i, case)| read(i + 1, case)).collect()
+}
+
+/// Fills defaults (agent, `tool_call`) and rejects missing targets and unknown kinds.
+fn normalize(cases: &mut [PolicyCase], agent_id: &str) -> Result<(), KernelError> {
     for (i, case) in cases.iter_mut().enumerate() {
         let n = i + 1;
         if case.target.is_empty() {
@@ -125,18 +118,12 @@ fn normalize(cases: &mut [Case], agent_id: &str) -> Result<(), KernelError> {
                 case.kind
             )));
         }
-        if !case.expect.is_empty() && !DECISIONS.contains(&case.expect.as_str()) {
-            return Err(KernelError::validation(format!(
-                "case {n}: unknown expect {:?}",
-                case.expect
-            )));
-        }
     }
     Ok(())
 }
 
 /// Evaluates one case.
-fn evaluate(policy: &Policy, case: Case) -> CaseResult {
+fn evaluate(policy: &Policy, case: PolicyCase) -> PolicyCaseResult {
     let facts = StepFacts {
         agent_id: &case.agent_id,
         kind: &case.kind,
@@ -145,43 +132,38 @@ fn evaluate(policy: &Policy, case: Case) -> CaseResult {
     };
     let verdict = policy.evaluate(&facts);
     let decision = match verdict.action {
-        Action::Allow => "allow",
-        Action::Deny => "deny",
-        Action::RequireApproval(_) => "require_approval",
+        Action::Allow => PolicyDecision::Allow,
+        Action::Deny => PolicyDecision::Deny,
+        Action::RequireApproval(_) => PolicyDecision::RequireApproval,
     };
-    let failure = if !case.expect.is_empty() && case.expect != decision {
-        Some(format!("{decision}, want {}", case.expect))
-    } else if !case.expect_rule.is_empty() && case.expect_rule != verdict.rule_id {
-        Some(format!(
-            "rule {}, want {}",
-            verdict.rule_id, case.expect_rule
-        ))
-    } else {
-        None
+    let mut result = PolicyCaseResult::default();
+    let (rule, want_rule) = (&verdict.rule_id, &case.expect_rule);
+    result.failure = match case.expect {
+        Some(want) if want != decision => {
+            Some(format!("{}, want {}", wire_name(decision), wire_name(want)))
+        }
+        _ if !want_rule.is_empty() && want_rule != rule => {
+            Some(format!("rule {rule}, want {want_rule}"))
+        }
+        _ => None,
     };
-    CaseResult {
-        case,
-        decision,
-        rule_id: verdict.rule_id,
-        reason: verdict.reason,
-        pass: failure.is_none(),
-        failure,
-    }
+    result.pass = result.failure.is_none();
+    result.case = case;
+    result.decision = decision;
+    result.rule_id = verdict.rule_id;
+    result.reason = verdict.reason;
+    result
 }
 
 /// Runs every case and lists the rules none of them reached.
-fn run(policy: &Policy, cases: Vec<Case>) -> PolicyReport {
-    let results: Vec<CaseResult> = cases.into_iter().map(|c| evaluate(policy, c)).collect();
-    let hit: BTreeSet<&str> = results.iter().map(|r| r.rule_id.as_str()).collect();
-    PolicyReport {
-        failed: results.iter().filter(|r| !r.pass).count(),
-        unexercised_rules: policy
-            .rule_ids()
-            .filter(|id| !hit.contains(id))
-            .map(str::to_owned)
-            .collect(),
-        results,
-    }
+fn run(policy: &Policy, cases: Vec<PolicyCase>) -> PolicyReport {
+    let mut report = PolicyReport::default();
+    report.results = cases.into_iter().map(|c| evaluate(policy, c)).collect();
+    report.failed = report.results.iter().filter(|r| !r.pass).count();
+    let hit: BTreeSet<&str> = report.results.iter().map(|r| r.rule_id.as_str()).collect();
+    let unexercised = policy.rule_ids().filter(|id| !hit.contains(id));
+    report.unexercised_rules = unexercised.map(str::to_owned).collect();
+    report
 }
 
 impl Kernel {
@@ -207,7 +189,7 @@ impl Kernel {
         } else if let Some(selector) = &request.executions {
             self.backtest_cases(agent_id, selector)
         } else {
-            request.cases.unwrap_or_default()
+            read_all(request.cases.unwrap_or_default())?
         };
         normalize(&mut cases, agent_id)?;
         Ok(run(&policy, cases))
@@ -221,13 +203,22 @@ struct CasesFile {
     #[serde(default)]
     agent_id: String,
     #[serde(default)]
-    cases: Vec<Case>,
+    cases: Vec<Map<String, Value>>,
 }
 
 impl Policy {
     /// Runs the cases of a `*.policytest.yaml` file (`agent_id`, then `cases` with `name`,
     /// `kind`, `target`, `args`, `expect` and `expect_rule`, the Go kernel's format) against
     /// this bundle, so the cases kept beside a bundle run from `cargo test`.
+    ///
+    /// ```
+    /// use rebuno_devkernel::Policy;
+    ///
+    /// let policy = Policy::parse("default_action: deny\nrules:\n  - id: reads\n    when: {target: search}\n    then: {decision: allow}\n")?;
+    /// let report = policy.test_cases("agent_id: researcher\ncases:\n  - {name: search, target: search, expect: allow}\n  - {name: shell, target: shell_exec, expect: deny, expect_rule: default}\n")?;
+    /// assert!(report.passed(), "{report}");
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// # Errors
     ///
@@ -236,94 +227,9 @@ impl Policy {
     pub fn test_cases(&self, cases_yaml: &str) -> Result<PolicyReport, KernelError> {
         let file: CasesFile = serde_yaml::from_str(cases_yaml)
             .map_err(|e| KernelError::validation(format!("invalid policy test cases: {e}")))?;
-        let mut cases = file.cases;
+        let mut cases = read_all(file.cases)?;
         normalize(&mut cases, &file.agent_id)?;
         Ok(run(self, cases))
-    }
-}
-
-impl PolicyReport {
-    /// Whether every case met its expectations.
-    pub fn passed(&self) -> bool {
-        self.failed == 0
-    }
-
-    /// Every case's result, in order.
-    pub fn results(&self) -> &[CaseResult] {
-        &self.results
-    }
-
-    /// How many cases failed.
-    pub fn failed(&self) -> usize {
-        self.failed
-    }
-
-    /// Rules no case reached, in file order.
-    pub fn unexercised_rules(&self) -> &[String] {
-        &self.unexercised_rules
-    }
-}
-
-impl CaseResult {
-    /// The case's name (or empty).
-    pub fn name(&self) -> &str {
-        &self.case.name
-    }
-
-    /// The target it asked about.
-    pub fn target(&self) -> &str {
-        &self.case.target
-    }
-
-    /// `allow`, `deny` or `require_approval`.
-    pub fn decision(&self) -> &str {
-        self.decision
-    }
-
-    /// The rule that decided (`default` for the default action).
-    pub fn rule_id(&self) -> &str {
-        &self.rule_id
-    }
-
-    /// Whether it met its expectations.
-    pub fn pass(&self) -> bool {
-        self.pass
-    }
-
-    /// What it got against what it expected, when it failed.
-    pub fn failure(&self) -> Option<&str> {
-        self.failure.as_deref()
-    }
-}
-
-impl std::fmt::Display for PolicyReport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let total = self.results.len();
-        writeln!(
-            f,
-            "policy test: {} of {total} cases passed",
-            total - self.failed
-        )?;
-        for result in self.results.iter().filter(|r| !r.pass) {
-            let name = if result.case.name.is_empty() {
-                &result.case.target
-            } else {
-                &result.case.name
-            };
-            writeln!(
-                f,
-                "  FAIL {name}: {}",
-                result.failure.as_deref().unwrap_or_default()
-            )?;
-        }
-        if !self.unexercised_rules.is_empty() {
-            writeln!(
-                f,
-                "  rules no case reached: {}",
-                self.unexercised_rules.join(", ")
-            )?;
-        }
-        Ok(())
     }
 }
 
@@ -331,12 +237,9 @@ impl std::fmt::Display for PolicyReport {
 mod tests {
     use super::*;
 
-    fn case(target: &str, expect: &str) -> Case {
-        Case {
-            target: target.into(),
-            expect: expect.into(),
-            ..Case::default()
-        }
+    fn case(target: &str, expect: &str) -> Result<PolicyCase, KernelError> {
+        let case = serde_json::json!({"target": target, "expect": expect});
+        read(1, case.as_object().cloned().unwrap_or_default())
     }
 
     #[test]
@@ -345,7 +248,10 @@ mod tests {
             "default_action: deny\nrules:\n  - id: search\n    when: {target: search}\n    then: {decision: allow}\n  - id: never\n    when: {target: nothing}\n    then: {decision: deny}\n",
         )
         .unwrap();
-        let mut cases = vec![case("search", "allow"), case("rm", "allow")];
+        let mut cases = vec![
+            case("search", "allow").unwrap(),
+            case("rm", "allow").unwrap(),
+        ];
         normalize(&mut cases, "a").unwrap();
         let report = run(&policy, cases);
         assert_eq!(report.failed, 1);
@@ -355,7 +261,14 @@ mod tests {
         );
         assert_eq!(report.results[1].rule_id, "default");
         assert_eq!(report.unexercised_rules, ["never"]);
-        assert!(normalize(&mut [case("", "")], "a").is_err());
-        assert!(normalize(&mut [case("x", "maybe")], "a").is_err());
+        assert_eq!(case("x", "").unwrap().expect, None);
+        assert!(normalize(&mut [case("", "").unwrap()], "a").is_err());
+        let error = case("x", "maybe").unwrap_err().to_string();
+        assert!(
+            error.contains(r#"case 1: unknown expect "maybe""#),
+            "{error}"
+        );
+        let typo = serde_json::json!({"target": "x", "expects": "allow"});
+        assert!(read(1, typo.as_object().cloned().unwrap_or_default()).is_err());
     }
 }

@@ -3,9 +3,10 @@
 
 use std::collections::HashMap;
 
+use rebuno::client::{PolicyCase, PolicyDecision};
 use uuid::Uuid;
 
-use super::{Case, SELECT_DEFAULT, SELECT_MAX, Selector};
+use super::{SELECT_DEFAULT, SELECT_MAX, Selector};
 use crate::error::KernelError;
 use crate::event::EventBody;
 use crate::kernel::Kernel;
@@ -15,19 +16,23 @@ use crate::store::ExecState;
 const INDETERMINATE_RULE: &str = "__indeterminate_retry";
 
 /// The policy decision an event records, with the step and the rule.
-fn decision_of(body: &EventBody) -> Option<(&'static str, &str, Option<&str>)> {
+fn decision_of(body: &EventBody) -> Option<(PolicyDecision, &str, Option<&str>)> {
     let (decision, step, rule) = match body {
-        EventBody::StepAllowed(d) => ("allow", &d.step, d.rule_id.as_deref()),
-        EventBody::StepAwaitingApproval(d) => ("require_approval", &d.step, d.rule_id.as_deref()),
-        EventBody::StepDenied(r) => ("deny", &r.step, r.rule_id.as_deref()),
+        EventBody::StepAllowed(d) => (PolicyDecision::Allow, &d.step, d.rule_id.as_deref()),
+        EventBody::StepAwaitingApproval(d) => (
+            PolicyDecision::RequireApproval,
+            &d.step,
+            d.rule_id.as_deref(),
+        ),
+        EventBody::StepDenied(r) => (PolicyDecision::Deny, &r.step, r.rule_id.as_deref()),
         _ => return None,
     };
     Some((decision, step.step_id.as_str(), rule))
 }
 
 /// Cases for the steps of one execution.
-fn cases_of(state: &ExecState) -> Vec<Case> {
-    let mut first: HashMap<&str, (&'static str, &str)> = HashMap::new();
+fn cases_of(state: &ExecState) -> Vec<PolicyCase> {
+    let mut first: HashMap<&str, (PolicyDecision, &str)> = HashMap::new();
     for (decision, step, rule) in state.events.iter().filter_map(|e| decision_of(&e.body)) {
         let rule = rule.unwrap_or("");
         if rule != INDETERMINATE_RULE {
@@ -38,27 +43,23 @@ fn cases_of(state: &ExecState) -> Vec<Case> {
         .steps
         .values()
         .map(|step| {
-            let (expect, rule) = first
-                .get(step.step_id.as_str())
-                .copied()
-                .unwrap_or(("", ""));
-            Case {
-                kind: step.kind.clone(),
-                target: step.target.clone(),
-                args: step.args.clone(),
-                expect: expect.to_owned(),
-                execution_id: state.exec.id.to_string(),
-                step_id: step.step_id.clone(),
-                was_rule: rule.to_owned(),
-                ..Case::default()
-            }
+            let recorded = first.get(step.step_id.as_str());
+            let mut case = PolicyCase::default();
+            case.kind.clone_from(&step.kind);
+            case.target.clone_from(&step.target);
+            case.args.clone_from(&step.args);
+            case.expect = recorded.map(|(decision, _)| *decision);
+            case.execution_id = state.exec.id.to_string();
+            case.step_id.clone_from(&step.step_id);
+            case.was_rule = recorded.map_or("", |(_, rule)| rule).to_owned();
+            case
         })
         .collect()
 }
 
 impl Kernel {
     /// Cases from one execution (`404` when unknown).
-    pub(super) fn replay_cases(&self, id: Uuid) -> Result<Vec<Case>, KernelError> {
+    pub(super) fn replay_cases(&self, id: Uuid) -> Result<Vec<PolicyCase>, KernelError> {
         let cell = self
             .store()
             .execution(id)
@@ -68,7 +69,7 @@ impl Kernel {
     }
 
     /// Cases from the agent's executions, newest first, filtered by the selector.
-    pub(super) fn backtest_cases(&self, agent_id: &str, selector: &Selector) -> Vec<Case> {
+    pub(super) fn backtest_cases(&self, agent_id: &str, selector: &Selector) -> Vec<PolicyCase> {
         let limit = selector
             .limit
             .and_then(|l| usize::try_from(l).ok())
