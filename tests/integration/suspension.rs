@@ -138,29 +138,6 @@ async fn a_swallowed_termination_is_seen_and_the_execution_stays_cancelled() {
     assert_eq!(done.output, None);
 }
 
-/// A provider as a plain tower service: what a provider SDK sends through.
-#[derive(Clone)]
-struct Canned;
-
-impl tower_service::Service<http::Request<Bytes>> for Canned {
-    type Response = http::Response<http_body_util::Full<Bytes>>;
-    type Error = std::convert::Infallible;
-    type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(
-        &mut self,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Result<(), Self::Error>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _: http::Request<Bytes>) -> Self::Future {
-        let body = br#"{"choices":[{"message":{"content":"canned"}}]}"#;
-        let response = http::Response::new(http_body_util::Full::new(Bytes::from_static(body)));
-        std::future::ready(Ok(response))
-    }
-}
-
 #[tokio::test]
 async fn a_provider_sdk_that_turns_a_blocked_llm_call_into_its_own_error_cannot_hide_it() {
     let _trace = trace_init();

@@ -9,6 +9,7 @@
     clippy::disallowed_methods
 )]
 
+mod canned;
 pub mod host;
 pub mod llm_stub;
 pub mod logs;
@@ -17,6 +18,7 @@ pub mod otlp;
 pub mod pyagent;
 pub mod venv;
 
+pub use canned::Canned;
 pub use host::serve_as_host;
 
 use std::net::SocketAddr;
