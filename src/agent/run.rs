@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::failure::{failure_reason, input_invalid};
 use super::handler::ErasedHandler;
-use crate::context::ExecutionContext;
+use crate::context::{ExecutionContext, Suspension};
 use crate::error::{Error, ErrorKind, HandlerError, error_chain};
 use crate::kernel::{KernelClient, Lease};
 use crate::panic::catch_panic;
@@ -183,6 +183,9 @@ async fn record(context: &ExecutionContext, ending: Ending) {
             written
         }
         Ending::Stop(stop) => {
+            if let Some(why) = Suspension::of(stop.kind()) {
+                context.suspend_resources(why).await;
+            }
             crate::spans::record_stop(stop.kind());
             return log_without_outcome(context, stop.kind());
         }

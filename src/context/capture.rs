@@ -1,7 +1,7 @@
 //! Taking checkpoints: due after a step, a baseline when nothing covers the start, and on
-//! completion.
+//! completion; and telling the drivers when the dispatch suspends.
 
-use super::ExecutionContext;
+use super::{ExecutionContext, Suspension};
 use crate::error::Result;
 use crate::panic::catch_panic;
 use crate::wire::{Capture, CaptureFailure, Captures, ResourceGeneration};
@@ -82,5 +82,26 @@ impl ExecutionContext {
             }
         }
         self.publish_captures(&due).await
+    }
+
+    /// At the end of a dispatch that suspends: tells each resource's driver why, unless a
+    /// newer delivery took over (it owns the resources now). A driver's error is only logged.
+    pub(crate) async fn suspend_resources(&self, why: Suspension) {
+        if why == Suspension::LeaseSuperseded {
+            return;
+        }
+        for resource in self.resources() {
+            let failure = match catch_panic(resource.suspend(why)).await {
+                Ok(Ok(())) => continue,
+                Ok(Err(error)) => error.to_string(),
+                Err(panic) => format!("suspend panicked: {panic}"),
+            };
+            tracing::warn!(
+                resource = resource.key(),
+                ?why,
+                error = failure,
+                "the resource driver's suspend failed; the resource stays as it was"
+            );
+        }
     }
 }

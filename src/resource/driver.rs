@@ -7,6 +7,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::context::Suspension;
 use crate::error::BoxError;
 use crate::rt::{MaybeSend, MaybeSync};
 
@@ -96,6 +97,26 @@ pub trait ResourceDriver: MaybeSend + MaybeSync + 'static {
         let _ = handle;
         let unsupported = NoCheckpoints(self.driver_id());
         async move { Err(BoxError::from(unsupported)) }
+    }
+
+    /// Called once when a dispatch that opened this resource ends in a suspension
+    /// ([`Suspension::Blocked`] or [`Suspension::DeadlineReached`]: the execution waits and is
+    /// delivered again, then [`open`](Self::open) reopens the binding;
+    /// [`Suspension::Terminated`]: the execution ended elsewhere and nothing will reopen it).
+    /// Not called when a newer delivery took over ([`Suspension::LeaseSuperseded`]): that run
+    /// owns the resource now.
+    ///
+    /// Use it to stop paying for an idle resource, e.g. to pause a sandbox that `open` resumes.
+    /// It runs after the handler returned and before the dispatch ends (inside the host's
+    /// background continuation); an error is logged and changes nothing else. The default does
+    /// nothing.
+    fn suspend(
+        &self,
+        handle: &Self::Handle,
+        why: Suspension,
+    ) -> impl Future<Output = Result<(), BoxError>> + MaybeSend {
+        let _ = (handle, why);
+        async { Ok(()) }
     }
 }
 

@@ -3,7 +3,7 @@
 use std::any::Any;
 
 use super::driver::{Checkpoints, ResourceDriver};
-use crate::context::{Registered, Registration};
+use crate::context::{Registered, Registration, Suspension};
 use crate::error::BoxError;
 use crate::rt::BoxFuture;
 
@@ -45,5 +45,9 @@ impl<D: ResourceDriver> Registered for Live<D> {
 
     fn checkpoint(&self) -> BoxFuture<'_, Result<String, BoxError>> {
         Box::pin(self.driver.checkpoint(&self.handle))
+    }
+
+    fn suspend(&self, why: Suspension) -> BoxFuture<'_, Result<(), BoxError>> {
+        Box::pin(self.driver.suspend(&self.handle, why))
     }
 }

@@ -1,6 +1,7 @@
 //! `ExecutionContext::suspension`: a "framework" that catches the SDK's control flow and returns
 //! normally still lets the handler see that the run is suspending, and why; the execution then
-//! ends as the suspension says (blocked, cancelled), never completed with the swallowed value.
+//! ends as the suspension says (blocked, cancelled), never completed with the swallowed value;
+//! and a resource driver hears of the suspension (`ResourceDriver::suspend`).
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
 
@@ -184,4 +185,86 @@ async fn kernel_with_policy(
     let spec = AgentSpec::new(agent_id, served.webhook_url(), SECRET).policy_yaml(POLICY);
     kernel.register_agent(spec).unwrap();
     (kernel, served)
+}
+
+/// Serves `keeper` under [`POLICY`]: writes a line to its notebook resource, then deploys
+/// (which asks for an approval first).
+async fn keeper(kernel: &DevKernel, shelf: support::notebook::Shelf) -> Served {
+    let agent = agent(kernel, "keeper")
+        .handler_with_state(shelf, |shelf, _: Value| async move {
+            let notebook = rebuno::resource::resource(
+                "notebook",
+                shelf,
+                rebuno::resource::Checkpoints::never(),
+            )
+            .await?;
+            let note = define_tool("note")
+                .resources(["notebook"])
+                .execute(move |_: Value| {
+                    let notebook = notebook.clone();
+                    async move {
+                        notebook
+                            .0
+                            .lock()
+                            .unwrap()
+                            .push("before the deploy".to_owned());
+                        Ok::<_, HandlerError>("noted".to_owned())
+                    }
+                });
+            note.call(json!({})).await?;
+            let deploy = define_tool("deploy")
+                .execute(|_: Value| async { Ok::<_, HandlerError>("deployed".to_owned()) });
+            Ok::<_, HandlerError>(json!({ "deploy": deploy.call(json!({ "to": "prod" })).await? }))
+        })
+        .build()
+        .unwrap();
+    let served = serve(agent).await;
+    let spec = AgentSpec::new("keeper", served.webhook_url(), SECRET).policy_yaml(POLICY);
+    kernel.register_agent(spec).unwrap();
+    served
+}
+
+#[tokio::test]
+async fn a_blocked_run_tells_each_resource_driver_once_and_a_completed_one_does_not() {
+    let _trace = trace_init();
+    let kernel = DevKernel::start().await.unwrap();
+    let shelf = support::notebook::Shelf::default();
+    let served = keeper(&kernel, shelf.clone()).await;
+
+    let created = kernel
+        .create_execution(NewExecution::new("keeper", json!({})))
+        .await
+        .unwrap();
+    kernel
+        .wait_until(&created.id, WAIT, |s| s == ExecutionStatus::Blocked)
+        .await
+        .expect("blocked on the approval");
+    // The dispatch ends after the block is recorded: wait for its suspend call.
+    for _ in 0..500 {
+        if !shelf.suspended.lock().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let before = vec!["before the deploy".to_owned()];
+    assert_eq!(
+        *shelf.suspended.lock().unwrap(),
+        [(before.clone(), Suspension::Blocked)]
+    );
+
+    let approval = kernel.approvals().pop().expect("an approval waits");
+    kernel.grant(&approval.id).unwrap();
+    let done = kernel.wait_terminal(&created.id, WAIT).await.unwrap();
+    assert_eq!(done.status, ExecutionStatus::Completed, "{done:?}");
+    assert_eq!(
+        shelf.opened.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the next delivery reopens the binding"
+    );
+    assert_eq!(
+        *shelf.suspended.lock().unwrap(),
+        [(before, Suspension::Blocked)],
+        "no suspend call when the run completes"
+    );
+    served.shutdown().await;
 }

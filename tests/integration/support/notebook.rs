@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rebuno::BoxError;
 use rebuno::resource::{CheckpointUnavailable, ResourceDriver};
+use rebuno::{BoxError, Suspension};
 
 /// Notebooks kept in memory: live ones by id, snapshots by checkpoint ref.
 #[derive(Clone, Default)]
@@ -20,6 +20,8 @@ pub struct Shelf {
     pub checkpoints: Arc<AtomicUsize>,
     /// Faults injected by checkpoint call number (from 0).
     pub faults: Arc<Mutex<BTreeMap<usize, Fault>>>,
+    /// Every `suspend` call: the notebook's lines then, and why.
+    pub suspended: Arc<Mutex<Vec<(Vec<String>, Suspension)>>>,
 }
 
 /// How a checkpoint call goes wrong.
@@ -93,5 +95,10 @@ impl ResourceDriver for Shelf {
         let reference = format!("snap-{}", snapshots.len());
         snapshots.insert(reference.clone(), handle.lines());
         Ok(reference)
+    }
+
+    async fn suspend(&self, handle: &Notebook, why: Suspension) -> Result<(), BoxError> {
+        self.suspended.lock().unwrap().push((handle.lines(), why));
+        Ok(())
     }
 }
