@@ -3,6 +3,11 @@
 # rebuno==0.29.2 and uvicorn, pinned with their dependencies in tests/integration/interop/requirements.txt.
 #
 #   scripts/interop-venv.sh [DIR]     # DIR defaults to target/interop-venv in the repository
+#   scripts/interop-venv.sh DIR REQUIREMENTS
+#
+# The second form builds another venv the same way from another pinned requirements file (the
+# E2B stand-in's tools/e2b-standin/requirements.txt, into target/e2b-venv); its pins are then
+# checked instead of rebuno's.
 #
 # Prints the venv's python path on stdout (and nothing else); progress goes to stderr.
 # Uses $PYTHON (default python3, 3.11 or newer) to create the venv. Safe to run concurrently:
@@ -11,7 +16,9 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-requirements="$root/tests/integration/interop/requirements.txt"
+default_requirements="$root/tests/integration/interop/requirements.txt"
+requirements="${2:-$default_requirements}"
+case "$requirements" in /*) ;; *) requirements="$PWD/$requirements" ;; esac
 dir="${1:-$root/target/interop-venv}"
 case "$dir" in /*) ;; *) dir="$PWD/$dir" ;; esac
 python="${PYTHON:-python3}"
@@ -50,7 +57,18 @@ printf 'interop-venv: creating %s\n' "$dir" >&2
 rm -rf "$dir"
 "$python" -m venv "$dir" >&2
 "$venv_python" -m pip install --quiet --disable-pip-version-check -r "$requirements" >&2
-"$venv_python" -c 'import importlib.metadata as m, rebuno, uvicorn; assert m.version("rebuno") == "0.29.2"' >&2 ||
-    die "the venv at $dir does not import rebuno 0.29.2"
+if [ "$requirements" = "$default_requirements" ]; then
+    "$venv_python" -c 'import importlib.metadata as m, rebuno, uvicorn; assert m.version("rebuno") == "0.29.2"' >&2 ||
+        die "the venv at $dir does not import rebuno 0.29.2"
+else
+    "$venv_python" - "$requirements" >&2 <<'PY' || die "the venv at $dir does not match $requirements"
+import importlib.metadata as m, sys
+for line in open(sys.argv[1]):
+    line = line.split("#")[0].strip()
+    if "==" in line:
+        name, version = line.split("==")
+        assert m.version(name) == version, f"{name} {m.version(name)} != {version}"
+PY
+fi
 printf '%s\n' "$stamp_want" >"$dir/.interop-stamp"
 printf '%s\n' "$venv_python"
