@@ -13,8 +13,14 @@
 //! is recorded; a capture failure keeps the outcome and leaves the resource uncovered.
 
 mod driver;
-#[cfg(all(any(feature = "dir", feature = "sqlite"), not(target_arch = "wasm32")))]
-#[cfg_attr(docsrs, doc(cfg(any(feature = "dir", feature = "sqlite"))))]
+#[cfg(any(
+    feature = "e2b",
+    all(any(feature = "dir", feature = "sqlite"), not(target_arch = "wasm32"))
+))]
+#[cfg_attr(
+    docsrs,
+    doc(cfg(any(feature = "dir", feature = "sqlite", feature = "e2b")))
+)]
 pub mod drivers;
 mod live;
 

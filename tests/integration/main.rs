@@ -16,6 +16,7 @@ mod coverage;
 mod crash;
 mod deadline;
 mod drivers;
+mod e2b;
 mod execution;
 mod first_run;
 mod input_errors;

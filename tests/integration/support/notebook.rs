@@ -21,8 +21,11 @@ pub struct Shelf {
     /// Faults injected by checkpoint call number (from 0).
     pub faults: Arc<Mutex<BTreeMap<usize, Fault>>>,
     /// Every `suspend` call: the notebook's lines then, and why.
-    pub suspended: Arc<Mutex<Vec<(Vec<String>, Suspension)>>>,
+    pub suspended: Arc<Mutex<Vec<Suspended>>>,
 }
+
+/// One `suspend` call: the notebook's lines then, and why.
+pub type Suspended = (Vec<String>, Suspension);
 
 /// How a checkpoint call goes wrong.
 #[derive(Clone, Copy, Debug)]
