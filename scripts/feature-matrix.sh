@@ -8,17 +8,18 @@
 #                                      # --all-features checks them
 #
 # Native: no features, each feature alone, all together. wasm32: the defaults, and each feature
-# documented for wasm32 alone (dir, sqlite, async-openai and the rmcp features are native only).
+# documented for wasm32 alone (dir, sqlite, async-openai and the rmcp features are native only;
+# e2b runs on both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-native=(reqwest rustls rt-tokio schemars dir rig async-openai sqlite mcp-rmcp mcp-stdio opentelemetry)
-wasm=(reqwest rustls rt-tokio schemars rig opentelemetry)
+native=(reqwest rustls rt-tokio schemars dir rig async-openai sqlite e2b mcp-rmcp mcp-stdio opentelemetry)
+wasm=(reqwest rustls rt-tokio schemars rig e2b opentelemetry)
 if [ "${1:-}" = --quick ]; then
   # The features whose code is gated on its own (rt-tokio carries HyperTransport, rustls its
   # TLS); the rest are checked through the defaults and clippy's --no-default-features run.
-  native=(reqwest rt-tokio schemars dir opentelemetry)
-  wasm=(reqwest rig opentelemetry)
+  native=(reqwest rt-tokio schemars dir e2b opentelemetry)
+  wasm=(reqwest rig e2b opentelemetry)
 fi
 
 check() { # check <target> <args...>
