@@ -596,7 +596,21 @@ async fn workout(cloud: &Cloud) {
     let slow = RunOptions::new().timeout(Duration::from_millis(500));
     let timed_out = sandbox.run_with("sleep 30", slow).await.unwrap_err();
     assert_eq!(timed_out.kind(), E2bErrorKind::Timeout, "{timed_out}");
-    assert!(timed_out.to_string().contains("sleep 30"), "{timed_out}");
+    assert!(timed_out.to_string().contains("\"sleep …\""), "{timed_out}");
+    // The timed-out command's children die with it (envd signals only the process; the driver
+    // kills its group).
+    let orphaned = RunOptions::new().timeout(Duration::from_millis(500));
+    let script = "sleep 300 & echo $! > child.pid; wait";
+    let orphaned = sandbox.run_with(script, orphaned).await.unwrap_err();
+    // Alive: its /proc entry exists and is not a zombie (a killed orphan may stay one here,
+    // where nothing reaps it).
+    let check = "st=$(awk '/^State/{print $2}' /proc/$(cat child.pid)/status 2>/dev/null); \
+                 [ -n \"$st\" ] && [ \"$st\" != Z ]";
+    let alive = sandbox.run(check).await.unwrap();
+    assert_ne!(
+        alive.exit_code, 0,
+        "the child of a timed-out command still runs: {orphaned}"
+    );
 
     let snapshot = driver.checkpoint(&sandbox).await.unwrap();
     sandbox.remove("src/lib.rs").await.unwrap();

@@ -104,13 +104,17 @@ impl Api {
         parse::<SnapshotInfo>(call, answer).map(|info| info.snapshot_id)
     }
 
-    /// `POST /sandboxes/{sandboxID}/pause`: `false` when it was paused already (409).
+    /// `POST /sandboxes/{sandboxID}/pause`: `false` when it was paused already (409) or is
+    /// gone (404: killed, or past its lifetime; nothing to pause).
     pub(super) async fn pause(&self, id: &str) -> Result<bool, E2bError> {
         let call = Call::api("POST /sandboxes/{sandboxID}/pause", Some(id));
         let path = format!("/sandboxes/{}/pause", percent_encode(id));
         let answer = self.send(&call, Method::POST, path, None).await?;
-        if answer.status() == StatusCode::CONFLICT {
-            tracing::debug!(sandbox = id, "E2B sandbox already paused");
+        if matches!(
+            answer.status(),
+            StatusCode::CONFLICT | StatusCode::NOT_FOUND
+        ) {
+            tracing::debug!(sandbox = id, status = %answer.status(), "E2B sandbox not paused: already paused or gone");
             return Ok(false);
         }
         success(call, answer).map(|_| true)

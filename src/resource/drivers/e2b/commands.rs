@@ -79,11 +79,13 @@ impl RunOptions {
         }
     }
 
-    /// How long the command may run (default 60 s). Past it the process is killed
-    /// (`SIGKILL`) and the run fails with [`E2bErrorKind::Timeout`].
+    /// How long the command may run (default 60 s, at most 24 h: longer is cut to that).
+    /// Past it the process and its process group are killed (`SIGKILL`) and the run fails with
+    /// [`E2bErrorKind::Timeout`]. Keep it under the sandbox's lifetime
+    /// ([`E2bSandbox::timeout`](super::E2bSandbox::timeout)).
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
+        self.timeout = timeout.min(MAX_TIMEOUT);
         self
     }
 
@@ -140,14 +142,8 @@ pub(super) async fn run(
     cmd: &str,
     options: &RunOptions,
 ) -> Result<CommandOutput, E2bError> {
-    let call = Call::envd(format!("commands.run {cmd:?}"), envd.sandbox_id());
-    let (url, request) = envd.rpc_request("process.Process/Start", options.timeout);
-    let message = start_message(cmd, options).to_string();
-    let request = request
-        .header(header::CONTENT_TYPE, "application/connect+json")
-        .header("keepalive-ping-interval", KEEPALIVE_SECS)
-        .body(envelope(message.as_bytes()))
-        .map_err(|e| E2bError::config(format!("invalid envd URL {url:?}: {e}")))?;
+    let call = Call::envd(format!("commands.run {}", label(cmd)), envd.sandbox_id());
+    let (url, request) = start_request(envd, cmd, options)?;
     tracing::debug!(call = %call.name, sandbox = %envd.sandbox_id(), "E2B envd stream");
     let answer = match envd
         .transport()
@@ -175,6 +171,31 @@ pub(super) async fn run(
         }
         Err(Stop::Failed(error)) => Err(error),
     }
+}
+
+/// How errors and logs name a command: its first word, never the rest (which may carry a
+/// token, or be a long script).
+fn label(cmd: &str) -> String {
+    let mut words = cmd.split_whitespace();
+    let first: String = words.next().unwrap_or_default().chars().take(40).collect();
+    let more = words.next().is_some() || first.len() < cmd.trim().len();
+    format!("{:?}", if more { format!("{first} …") } else { first })
+}
+
+/// The `process.Process/Start` stream request that runs `cmd`: its URL and the request.
+fn start_request(
+    envd: &Envd,
+    cmd: &str,
+    options: &RunOptions,
+) -> Result<(String, http::Request<bytes::Bytes>), E2bError> {
+    let (url, request) = envd.rpc_request("process.Process/Start", options.timeout);
+    let message = start_message(cmd, options).to_string();
+    let request = request
+        .header(header::CONTENT_TYPE, "application/connect+json")
+        .header("keepalive-ping-interval", KEEPALIVE_SECS)
+        .body(envelope(message.as_bytes()))
+        .map_err(|e| E2bError::config(format!("invalid envd request to {url:?}: {e}")))?;
+    Ok((url, request))
 }
 
 /// The `StartRequest` (proto3 JSON) that runs `cmd` as E2B's SDKs run it, stdin closed.
@@ -245,11 +266,13 @@ fn end_error(call: &Call, error: ConnectError, ended: bool) -> Result<(), Stop> 
     }
 }
 
-/// Sends `SIGKILL` to the timed-out process; says what happened, for the error.
+/// Sends `SIGKILL` to the timed-out process and to its process group (envd signals only the
+/// process, so a `cargo test` under `bash -c` would live on); says what happened, for the error.
 async fn kill(envd: &Envd, pid: Option<u32>) -> String {
     let Some(pid) = pid else {
         return "envd ends the process, if it started, at the same deadline".to_owned();
     };
+    kill_group(envd, pid).await;
     let call = Call::envd(format!("commands.kill {pid}"), envd.sandbox_id());
     let message = json!({ "process": { "pid": pid }, "signal": "SIGNAL_SIGKILL" });
     match envd
@@ -266,6 +289,31 @@ async fn kill(envd: &Envd, pid: Option<u32>) -> String {
         }
     }
 }
+
+/// Kills the process group `pid` leads (envd starts each command in a group of its own) with
+/// a short command of its own; failures are only logged: the process itself is killed next.
+async fn kill_group(envd: &Envd, pid: u32) {
+    let options = RunOptions::new().timeout(KILL_TIMEOUT);
+    let command = format!("kill -KILL -- -{pid} 2>/dev/null; true");
+    let sent = match start_request(envd, &command, &options) {
+        Ok((_, request)) => envd.transport().send_streaming(request, KILL_TIMEOUT).await,
+        Err(error) => return tracing::warn!(%error, "could not kill a timed-out command's group"),
+    };
+    match sent {
+        // Drained to its end: the kill ran.
+        Ok(answer) => answer.into_body().for_each(|_| async {}).await,
+        Err(error) => {
+            tracing::warn!(sandbox = %envd.sandbox_id(), pid, %error, "could not kill a timed-out command's group")
+        }
+    }
+}
+
+/// The longest timeout a command or a request takes: a `Duration::MAX` would overflow a
+/// deadline, and a JS timer.
+pub(super) const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// How long killing a timed-out command's group may take.
+const KILL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The error a non-200 answer to the stream carries.
 async fn refusal(call: Call, answer: http::Response<ByteStream>) -> E2bError {
@@ -401,7 +449,7 @@ mod tests {
     use bytes::Bytes;
     use serde_json::json;
 
-    use super::super::fake::{Answer, Fake, Seen, frame};
+    use super::super::fake::{Answer, Fake, Seen, frame, sandbox_json};
     use super::*;
 
     /// The process events of a run, as envd frames them.
@@ -528,20 +576,30 @@ mod tests {
             200,
             vec![Ok(frame(0, &start(42)).into()), Err(Box::new(timed_out))],
         ));
+        fake.answer(Answer::Stream(
+            200,
+            vec![Ok(events(&[start(43)], &json!({})).into())],
+        ));
         fake.answer(Answer::Json(200, json!({})));
         let options = RunOptions::new().timeout(Duration::from_secs(5));
         let error = sandbox.run_with("sleep 100", options).await.unwrap_err();
         assert_eq!(error.kind(), E2bErrorKind::Timeout);
         assert_eq!(error.sandbox_id(), Some("i1"));
-        assert_eq!(error.call(), "commands.run \"sleep 100\"");
+        assert_eq!(error.call(), "commands.run \"sleep …\"");
         let text = error.to_string();
         assert!(
             text.contains("timed out after 5s; sent SIGKILL to process 42"),
             "{text}"
         );
 
-        let [start, kill] = fake.take().try_into().unwrap();
+        let [start, group, kill] = fake.take().try_into().unwrap();
         assert_eq!(start.timeout, Duration::from_secs(5));
+        assert_eq!(group.url, "https://49983-i1.e2b.app/process.Process/Start");
+        let args = &group.envelope_json()["process"]["args"];
+        assert_eq!(
+            args[2], "kill -KILL -- -42 2>/dev/null; true",
+            "the group, not only bash"
+        );
         assert_eq!(start.header("connect-timeout-ms"), Some("5000"));
         assert_eq!(
             kill.url,
@@ -565,6 +623,10 @@ mod tests {
             200,
             vec![Ok(events(&[start(9)], &end).into())],
         ));
+        fake.answer(Answer::Stream(
+            200,
+            vec![Ok(events(&[start(10)], &json!({})).into())],
+        ));
         fake.answer(Answer::Json(
             404,
             json!({ "code": "not_found", "message": "process with pid 9 not found" }),
@@ -587,6 +649,10 @@ mod tests {
         fake.answer(Answer::Stream(
             200,
             vec![Ok(events(&[start(9), killed], &end).into())],
+        ));
+        fake.answer(Answer::Stream(
+            200,
+            vec![Ok(events(&[start(10)], &json!({})).into())],
         ));
         fake.answer(Answer::Json(
             404,
@@ -616,14 +682,40 @@ mod tests {
         let error = sandbox.run("ls").await.unwrap_err();
         assert_eq!(error.kind(), E2bErrorKind::Protocol);
 
-        // A refusal before the stream (the proxy's answer for a paused sandbox, say).
+        // A refusal before the stream: the proxy's answer for a sandbox that is not running.
+        // The handle connects again (which resumes a paused sandbox) and runs the command once
+        // more; a sandbox that is gone stays an error that says so.
+        let not_running = || {
+            Answer::Json(
+                502,
+                json!({ "code": 502, "message": "The sandbox was not found" }),
+            )
+        };
+        fake.take();
+        fake.answer(not_running());
+        fake.answer(Answer::Json(201, sandbox_json("i1", "token-2", None)));
+        let ended = json!({ "event": { "end": { "exited": true, "status": "exit status 0" } } });
+        fake.answer(Answer::Stream(
+            200,
+            vec![Ok(events(&[start(5), ended], &json!({})).into())],
+        ));
+        assert!(
+            sandbox.run("ls").await.unwrap().success(),
+            "resumed and run"
+        );
+        let [refused, connect, again] = fake.take().try_into().unwrap();
+        assert_eq!(connect.url, "https://api.e2b.app/sandboxes/i1/connect");
+        assert_eq!(refused.url, again.url);
+        assert_eq!(again.header("x-access-token"), Some("token-2"));
+
+        fake.answer(not_running());
         fake.answer(Answer::Json(
-            502,
-            json!({ "code": 502, "message": "sandbox not found" }),
+            404,
+            json!({ "code": 404, "message": "sandbox \"i1\" doesn't exist" }),
         ));
         let error = sandbox.run("ls").await.unwrap_err();
-        assert_eq!(error.status(), Some(StatusCode::BAD_GATEWAY));
-        assert_eq!(error.server_message(), Some("sandbox not found"));
+        assert_eq!(error.kind(), E2bErrorKind::NotFound);
+        assert_eq!(error.status(), Some(StatusCode::NOT_FOUND));
     }
 
     #[test]

@@ -187,16 +187,16 @@ impl E2bSandbox {
         self
     }
 
-    /// Bounds each API and envd request, answer included (default 60 s). Commands have
-    /// their own timeout ([`RunOptions::timeout`](super::RunOptions::timeout)).
+    /// Bounds each API and envd request, answer included (default 60 s, at most 24 h).
+    /// Commands have their own timeout ([`RunOptions::timeout`](super::RunOptions::timeout)).
     #[must_use]
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
-        self.request_timeout = timeout;
+        self.request_timeout = timeout.min(super::commands::MAX_TIMEOUT);
         self
     }
 
     /// Pause the sandbox when a dispatch ends because the execution waits (blocked on an
-    /// approval or on subagents, or the host's deadline reached); the next dispatch's `open`
+    /// approval, on subagents or on a rate limit; not at a host deadline); the next dispatch's `open`
     /// resumes it. A paused sandbox costs nothing but storage, and resuming takes about a
     /// second. Default `false`.
     #[must_use]
@@ -227,11 +227,6 @@ impl E2bSandbox {
 
     pub(super) fn pauses_while_waiting(&self) -> bool {
         self.pause_while_waiting
-    }
-
-    /// The lifetime in milliseconds, for the driver's configuration.
-    pub(super) fn lifetime_ms(&self) -> u64 {
-        u64::try_from(self.lifetime.as_millis()).unwrap_or(u64::MAX)
     }
 
     /// The lifetime as the API takes it: whole seconds, rounded up, within `int32`.

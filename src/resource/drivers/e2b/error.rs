@@ -120,6 +120,19 @@ impl E2bError {
         }
     }
 
+    /// Whether envd's proxy said the sandbox is not running (502): a paused sandbox resumes
+    /// on a reconnect.
+    pub(super) fn not_running(&self) -> bool {
+        self.inner.call.service == Service::Envd
+            && self.inner.status == Some(StatusCode::BAD_GATEWAY)
+    }
+
+    /// The same error with `note` (what to check) after its message.
+    pub(super) fn noting(mut self, note: &str) -> Self {
+        self.inner.message = format!("{}; {note}", self.inner.message);
+        self
+    }
+
     /// A configuration problem, found before any request.
     pub(super) fn config(message: impl Into<String>) -> Self {
         let call = Call::api("E2bSandbox", None);
@@ -140,6 +153,8 @@ impl E2bError {
         let kind = match status {
             StatusCode::UNAUTHORIZED => E2bErrorKind::Unauthorized,
             StatusCode::NOT_FOUND => E2bErrorKind::NotFound,
+            // The sandbox proxy's answer for a sandbox that is not running.
+            StatusCode::BAD_GATEWAY if call.service == Service::Envd => E2bErrorKind::NotFound,
             StatusCode::REQUEST_TIMEOUT | StatusCode::GATEWAY_TIMEOUT => E2bErrorKind::Timeout,
             _ => E2bErrorKind::Api,
         };
@@ -273,7 +288,7 @@ fn describe(
     head: String,
     server_message: Option<&str>,
 ) -> String {
-    let mut message = head;
+    let mut message = head.clone();
     if let Some(said) = server_message {
         let _ = write!(message, ": {said:?}");
     }
@@ -284,6 +299,10 @@ fn describe(
         ),
         (E2bErrorKind::Unauthorized, Service::Envd) => message.push_str(
             ": envd refused the sandbox's access token; open the sandbox again for a fresh one",
+        ),
+        (E2bErrorKind::NotFound, Service::Envd) if head.starts_with("502") => message.push_str(
+            ": the sandbox is not running: paused, killed, or past its lifetime \
+             (E2bSandbox::timeout)",
         ),
         _ => {}
     }

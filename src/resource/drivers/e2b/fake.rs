@@ -50,6 +50,11 @@ impl Seen {
     pub(super) fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap()
     }
+
+    /// A Connect stream request's one envelope, as JSON (past its 5-byte header).
+    pub(super) fn envelope_json(&self) -> Value {
+        serde_json::from_slice(&self.body[5..]).unwrap()
+    }
 }
 
 #[derive(Debug, Default)]

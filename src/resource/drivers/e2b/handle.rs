@@ -1,10 +1,12 @@
 //! [`Sandbox`]: the handle on one E2B sandbox, shared by every clone.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytes::Bytes;
 
+use super::E2bSandbox;
 use super::api::Api;
 use super::commands::{self, CommandOutput, RunOptions};
 use super::envd::Envd;
@@ -35,6 +37,8 @@ pub struct Sandbox {
 struct Inner {
     id: String,
     api: Api,
+    /// The driver that opened it: how to connect again.
+    driver: E2bSandbox,
     /// Replaced whole when a checkpoint reconnects; never held across an `await`.
     envd: Mutex<Arc<Envd>>,
 }
@@ -50,11 +54,12 @@ impl fmt::Debug for Sandbox {
 }
 
 impl Sandbox {
-    pub(super) fn new(api: Api, envd: Envd) -> Self {
+    pub(super) fn new(driver: &E2bSandbox, api: Api, envd: Envd) -> Self {
         Self {
             inner: Arc::new(Inner {
                 id: envd.sandbox_id().to_owned(),
                 api,
+                driver: driver.clone(),
                 envd: Mutex::new(Arc::new(envd)),
             }),
         }
@@ -72,6 +77,28 @@ impl Sandbox {
             .envd
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = Arc::new(envd);
+    }
+
+    /// Runs `call` on the current envd connection; when the sandbox's proxy says it is not
+    /// running (paused by a dispatch that suspended, while this one had already opened it),
+    /// connects again, which resumes a paused sandbox, and runs `call` once more. Safe: a
+    /// refused call did nothing.
+    async fn on_envd<T, F, Fut>(&self, call: F) -> Result<T, E2bError>
+    where
+        F: Fn(Arc<Envd>) -> Fut,
+        Fut: Future<Output = Result<T, E2bError>>,
+    {
+        match call(self.envd()).await {
+            Err(error) if error.not_running() => {
+                let driver = &self.inner.driver;
+                let lifetime = driver.lifetime_secs();
+                let info = self.inner.api.connect(&self.inner.id, lifetime).await?;
+                self.refresh(driver.envd(&self.inner.api, info));
+                tracing::debug!(sandbox = %self.inner.id, "E2B sandbox was not running: reconnected");
+                call(self.envd()).await
+            }
+            outcome => outcome,
+        }
     }
 
     /// The current envd connection.
@@ -97,7 +124,8 @@ impl Sandbox {
     /// [`E2bErrorKind::NotFound`](super::E2bErrorKind::NotFound) when there is no such file;
     /// others as [`E2bError`] says.
     pub async fn read(&self, path: &str) -> Result<Bytes, E2bError> {
-        files::read(&self.envd(), path).await
+        self.on_envd(|envd| async move { files::read(&envd, path).await })
+            .await
     }
 
     /// The file's contents as text; invalid UTF-8 is replaced with `U+FFFD` (as E2B's SDKs
@@ -117,7 +145,9 @@ impl Sandbox {
     ///
     /// As [`E2bError`] says (e.g. the path is a directory).
     pub async fn write(&self, path: &str, contents: impl AsRef<[u8]>) -> Result<(), E2bError> {
-        files::write(&self.envd(), path, contents.as_ref()).await
+        let contents = contents.as_ref();
+        self.on_envd(|envd| async move { files::write(&envd, path, contents).await })
+            .await
     }
 
     /// The entries directly in `dir`.
@@ -127,7 +157,8 @@ impl Sandbox {
     /// [`E2bErrorKind::NotFound`](super::E2bErrorKind::NotFound) when there is no such
     /// directory; others as [`E2bError`] says.
     pub async fn list(&self, dir: &str) -> Result<Vec<Entry>, E2bError> {
-        files::list(&self.envd(), dir).await
+        self.on_envd(|envd| async move { files::list(&envd, dir).await })
+            .await
     }
 
     /// Removes a file, or a directory and everything in it. Nothing at `path` is not an
@@ -137,7 +168,8 @@ impl Sandbox {
     ///
     /// As [`E2bError`] says (e.g. permission denied).
     pub async fn remove(&self, path: &str) -> Result<(), E2bError> {
-        files::remove(&self.envd(), path).await
+        self.on_envd(|envd| async move { files::remove(&envd, path).await })
+            .await
     }
 
     /// Whether a file or directory exists at `path`.
@@ -146,7 +178,8 @@ impl Sandbox {
     ///
     /// As [`E2bError`] says (never for a missing path: that is `false`).
     pub async fn exists(&self, path: &str) -> Result<bool, E2bError> {
-        files::exists(&self.envd(), path).await
+        self.on_envd(|envd| async move { files::exists(&envd, path).await })
+            .await
     }
 
     /// Creates the directory and its parents; `false` when it existed already.
@@ -155,7 +188,8 @@ impl Sandbox {
     ///
     /// As [`E2bError`] says.
     pub async fn make_dir(&self, path: &str) -> Result<bool, E2bError> {
-        files::make_dir(&self.envd(), path).await
+        self.on_envd(|envd| async move { files::make_dir(&envd, path).await })
+            .await
     }
 
     /// Runs `cmd` with `/bin/bash -l -c` in the user's home and waits for it, with the
@@ -193,7 +227,9 @@ impl Sandbox {
         cmd: &str,
         options: RunOptions,
     ) -> Result<CommandOutput, E2bError> {
-        commands::run(&self.envd(), cmd, &options).await
+        let options = &options;
+        self.on_envd(|envd| async move { commands::run(&envd, cmd, options).await })
+            .await
     }
 
     /// Kills the sandbox (`DELETE /sandboxes/{id}`), for cleanup when the execution is done

@@ -42,9 +42,11 @@ impl ResourceDriver for E2bSandbox {
         "rebuno.e2b.v1".to_owned()
     }
 
-    /// The template and the sandbox lifetime (never the key or the URLs).
+    /// The template (never the key or the URLs). Not the lifetime: it is an operating
+    /// setting, and the kernel refuses an execution whose configuration changed, so raising it
+    /// in a redeploy must not fail the executions in flight.
     fn configuration(&self) -> Value {
-        json!({ "template": self.template_id(), "timeout_ms": self.lifetime_ms() })
+        json!({ "template": self.template_id() })
     }
 
     fn coverage_reuse(&self) -> bool {
@@ -66,37 +68,51 @@ impl ResourceDriver for E2bSandbox {
         };
         tracing::debug!(sandbox = %binding.sandbox_id, template, "E2B sandbox created");
         let envd = self.envd(&api, info);
-        Ok((Sandbox::new(api, envd), binding))
+        Ok((Sandbox::new(self, api, envd), binding))
     }
 
     async fn open(&self, binding: SandboxBinding) -> Result<Sandbox, BoxError> {
         let api = self.api()?;
-        let info = api
-            .connect(&binding.sandbox_id, self.lifetime_secs())
-            .await?;
+        let info = match api.connect(&binding.sandbox_id, self.lifetime_secs()).await {
+            Ok(info) => info,
+            Err(error) if error.kind() == E2bErrorKind::NotFound => {
+                let note = format!(
+                    "the sandbox is gone: killed, or past its lifetime (E2bSandbox::timeout, {} s)",
+                    self.lifetime_secs()
+                );
+                return Err(error.noting(&note).into());
+            }
+            Err(error) => return Err(error.into()),
+        };
         let envd = self.envd(&api, info);
-        Ok(Sandbox::new(api, envd))
+        Ok(Sandbox::new(self, api, envd))
     }
 
     /// Takes a snapshot, then connects again (a snapshot drops the sandbox's connections) and
-    /// refreshes the handle in place.
+    /// refreshes the handle in place. The snapshot counts once taken: a failed reconnect is
+    /// only logged (the handle reconnects on its next call that finds the sandbox unreachable).
     async fn checkpoint(&self, handle: &Sandbox) -> Result<String, BoxError> {
         let api = handle.api();
         let snapshot = api.snapshot(handle.sandbox_id()).await?;
-        let info = api
-            .connect(handle.sandbox_id(), self.lifetime_secs())
-            .await?;
-        handle.refresh(self.envd(api, info));
+        match api.connect(handle.sandbox_id(), self.lifetime_secs()).await {
+            Ok(info) => handle.refresh(self.envd(api, info)),
+            Err(error) => tracing::warn!(
+                sandbox = %handle.sandbox_id(),
+                %error,
+                "reconnecting after the E2B snapshot failed; the snapshot stands"
+            ),
+        }
         tracing::debug!(sandbox = %handle.sandbox_id(), %snapshot, "E2B snapshot taken");
         Ok(snapshot)
     }
 
     /// Pauses the sandbox when [`E2bSandbox::pause_while_waiting`] is on and the execution
-    /// waits ([`Suspension::Blocked`], [`Suspension::DeadlineReached`]); a sandbox already
-    /// paused is fine.
+    /// waits ([`Suspension::Blocked`]: an approval, its subagents, a rate limit); a sandbox
+    /// already paused or gone is fine. Not at a host deadline
+    /// ([`Suspension::DeadlineReached`]): the next delivery comes within the lease, sooner
+    /// than a pause pays off, and the pause would run in the host's last seconds.
     async fn suspend(&self, handle: &Sandbox, why: Suspension) -> Result<(), BoxError> {
-        let waits = matches!(why, Suspension::Blocked | Suspension::DeadlineReached);
-        if self.pauses_while_waiting() && waits {
+        if self.pauses_while_waiting() && why == Suspension::Blocked {
             handle.api().pause(handle.sandbox_id()).await?;
             tracing::debug!(sandbox = %handle.sandbox_id(), ?why, "E2B sandbox paused");
         }

@@ -100,7 +100,7 @@ fn start(sandbox: &Sandbox, headers: &HeaderMap, body: &[u8]) -> Response<Body> 
         let proc = Arc::clone(&proc);
         tokio::spawn(async move {
             tokio::time::sleep_until(deadline).await;
-            let _ = proc.signal(Signal::SIGKILL);
+            let _ = proc.signal_process(Signal::SIGKILL);
         });
     }
     let stream = Stream {
@@ -321,7 +321,7 @@ async fn unary(sandbox: &Sandbox, method: &str, message: &Value) -> RpcResult {
                     ));
                 }
             };
-            proc.signal(signal)
+            proc.signal_process(signal)
                 .map_err(|e| RpcError::new(Code::Internal, format!("error sending signal: {e}")))?;
             Ok(json!({}))
         }

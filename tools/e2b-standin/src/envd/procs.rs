@@ -95,7 +95,19 @@ pub(crate) struct Proc {
 }
 
 impl Proc {
-    /// Signals the process group.
+    /// Signals the process alone, as envd's `SendSignal` and its deadline kill do (Go's
+    /// `Process.Signal`): its children live on unless the caller signals the group.
+    pub(crate) fn signal_process(&self, signal: Signal) -> nix::Result<()> {
+        if self.exited.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        nix::sys::signal::kill(
+            Pid::from_raw(i32::try_from(self.pid).unwrap_or(i32::MAX)),
+            signal,
+        )
+    }
+
+    /// Signals the process group (pausing and killing the whole sandbox).
     pub(crate) fn signal(&self, signal: Signal) -> nix::Result<()> {
         if self.exited.load(Ordering::Acquire) {
             return Ok(());
