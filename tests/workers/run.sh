@@ -6,7 +6,7 @@
 # 1. installs the pinned toolchain when missing (worker-build 0.8.7, wasm-bindgen-cli 0.2.130,
 #    the wasm32 target: about 7 min on a fresh 2-core machine; skipped when present),
 # 2. npm ci (wrangler 4.86.0, miniflare, binaryen 132.0.0 from package-lock.json),
-# 3. builds rebuno-dev and the example Worker (with its `rig` and `otel` features) with
+# 3. builds rebuno-dev, the E2B stand-in (tools/e2b-standin) and the example Worker (with its `rig` and `otel` features) with
 #    worker-build (nothing fetched from GitHub),
 # 4. makes the Python venv of scripts/interop-venv.sh (rotel, an OpenTelemetry collector, and
 #    opentelemetry-proto: the OTLP receiver of the telemetry tests; skipped when present),
@@ -51,8 +51,8 @@ install_toolchain() {
 build() {
   step "npm ci"
   (cd "$here" && npm ci --no-audit --no-fund --loglevel=error)
-  step "cargo build rebuno-dev"
-  (cd "$root" && cargo build --quiet -p rebuno-devkernel --bin rebuno-dev)
+  step "cargo build rebuno-dev e2b-standin"
+  (cd "$root" && cargo build --quiet -p rebuno-devkernel --bin rebuno-dev -p rebuno-e2b-standin --bin e2b-standin)
   step "worker-build --release (examples/workers)"
   # Local tools instead of worker-build's downloads from GitHub; size settings via the
   # environment so the workspace's release profile stays as it is.
@@ -78,6 +78,7 @@ run_tests() {
   MCP_PYTHON="$mcp_python" \
     OTLP_PYTHON="$otlp_python" \
     REBUNO_DEV_BIN="$CARGO_TARGET_DIR/debug/rebuno-dev" \
+    E2B_STANDIN_BIN="$CARGO_TARGET_DIR/debug/e2b-standin" \
     WORKER_BUILD_DIR="$root/examples/workers/build" \
     node test.mjs
 }

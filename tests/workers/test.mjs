@@ -77,6 +77,10 @@ const REPO = fileURLToPath(new URL("../..", import.meta.url));
 const SECRET = "workers-e2e-secret";
 const BUILD = resolve(process.env.WORKER_BUILD_DIR ?? "../../examples/workers/build");
 const DEV_BIN = process.env.REBUNO_DEV_BIN;
+// The local E2B stand-in (tools/e2b-standin; run.sh sets it) and the key it accepts, given to
+// the Worker as the secret E2B_API_KEY.
+const E2B_STANDIN_BIN = process.env.E2B_STANDIN_BIN;
+const E2B_KEY = "e2b_workers_test_key";
 // Short limits so a deadline is reachable in a test: a 6 s budget, no new step in the last 3 s.
 const LIMITS = { REBUNO_WAIT_UNTIL_SECONDS: "6", REBUNO_DEADLINE_MARGIN_SECONDS: "3" };
 
@@ -286,6 +290,33 @@ async function startMcpFixture(python) {
     child.kill();
   };
   return { url: `http://127.0.0.1:${proxyPort}/mcp`, posted, resumed, effects, stop };
+}
+
+/**
+ * The E2B stand-in (tools/e2b-standin) as a process on loopback: the sandbox REST API and each
+ * sandbox's envd on one URL, sandboxes as directories under `root`, every request captured.
+ */
+async function startE2bStandin(bin) {
+  const root = mkdtempSync(join(tmpdir(), "rebuno-workers-e2b-"));
+  const capture = join(root, "capture.jsonl");
+  const child = spawn(bin, ["--listen", "127.0.0.1:0", "--root", join(root, "data"), "--api-key", E2B_KEY, "--capture", capture], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const url = await new Promise((ok, fail) => {
+    let out = "";
+    child.stdout.on("data", (chunk) => {
+      out += chunk;
+      if (out.includes("\n")) ok(out.split("\n")[0].trim());
+    });
+    child.once("exit", (code) => fail(new Error(`e2b-standin exited (${code}) before printing its URL`)));
+  });
+  const captured = () =>
+    readFileSync(capture, "utf8")
+      .split("\n")
+      .filter((line) => line)
+      .map((line) => JSON.parse(line));
+  const sandboxFile = (id, path) => readFileSync(join(root, "data", "sandboxes", id, "fs", "home/user", path), "utf8");
+  return { url, captured, sandboxFile, stop: () => child.kill() };
 }
 
 /** Resolves once something listens on the loopback `port`; fails if `child` exits first. */
@@ -934,6 +965,45 @@ const tests = [
     },
   ],
   [
+    "an E2B sandbox from wasm32 (E2bSandbox over the Workers fetch, against the stand-in): files and a command by declared tools, snapshots every 2 steps, reopened by the re-delivery",
+    async ({ kernel, proxy, e2b }) => {
+      assert(e2b, "no E2B stand-in: set E2B_STANDIN_BIN to tools/e2b-standin's binary (run.sh does)");
+      const before = e2b.captured().length;
+      // The writes and the command, then a `work` step long enough that `checked_at` falls past
+      // the deadline margin: the first delivery yields, the second reopens the sandbox and
+      // replays the recorded calls.
+      const files = [
+        ["src/lib.rs", "pub fn edge() -> u32 { 1 }\n"],
+        ["README.md", "# from a Worker\n"],
+      ];
+      const command = "wc -l < src/lib.rs && cat README.md";
+      const created = await createExecution(kernel, { e2b_url: e2b.url, files, command, work_ms: 3500 });
+      const done = await waitTerminal(kernel, created.id, 40_000);
+      assert(done.status === "completed", `status ${done.status}: ${JSON.stringify(done)}`);
+      const { sandbox, exit_code, stdout } = done.output ?? {};
+      assert(exit_code === 0 && stdout === "1\n# from a Worker\n", `output ${JSON.stringify(done.output)}`);
+      assert(e2b.sandboxFile(sandbox, "src/lib.rs") === files[0][1], "the file is in the sandbox's directory");
+      await proxy.settled();
+      const mine = proxy.deliveries.filter((d) => d.body.includes(created.id));
+      assert(mine.length === 2 && mine.every((d) => d.status === 200), `deliveries ${JSON.stringify(mine)}`);
+      const calls = e2b.captured().slice(before).map((r) => `${r.method} ${r.path}`);
+      const count = (call) => calls.filter((c) => c === call).length;
+      assert(count("POST /sandboxes") === 1, `one sandbox created: ${JSON.stringify(calls)}`);
+      // A yield at the deadline does not pause (the next delivery comes within the lease);
+      // a blocked run does (tests/integration/e2b.rs).
+      assert(count(`POST /sandboxes/${sandbox}/pause`) === 0, `no pause at a yield: ${JSON.stringify(calls)}`);
+      assert(count(`POST /sandboxes/${sandbox}/connect`) >= 2, `reopened (and reconnected after snapshots): ${JSON.stringify(calls)}`);
+      assert(!calls.some((c) => c.startsWith("POST /v2/")), `only the published spec's endpoints: ${JSON.stringify(calls)}`);
+      const log = await events(kernel, created.id);
+      const snapshots = log.filter((e) => (e.type ?? e.kind) === "resource.checkpointed").length;
+      assert(count(`POST /sandboxes/${sandbox}/snapshots`) === snapshots && snapshots >= 2, `${snapshots} checkpoints: ${JSON.stringify(calls)}`);
+      const live = liveSteps(log);
+      const once = { write_file: files.length, run: 1, work: 1, checked_at: 1 };
+      assert(JSON.stringify(live) === JSON.stringify(once), `live steps ${JSON.stringify(live)}`);
+      return `2 deliveries, sandbox ${sandbox}: ${files.length} files written and 1 command run, each once (the re-delivery reopened the sandbox and replayed them), ${snapshots} snapshots; ${calls.length} E2B requests, none outside the published spec's paths`;
+    },
+  ],
+  [
     "MCP tools over streamable HTTP (StreamableHttp over the Workers fetch): recorded once, replayed on re-delivery, nulls stripped, at_most_once once, a denial never reaching the server, a closed stream resumed",
     async ({ kernel, proxy, mcp }) => {
       assert(mcp, "no MCP fixture: set MCP_PYTHON to the python of tests/integration/mcp/setup.sh's venv");
@@ -1263,6 +1333,8 @@ async function main() {
     if (receiver) cleanup.push(() => receiver.stop());
     const mcp = MCP_PYTHON ? await startMcpFixture(MCP_PYTHON) : null;
     if (mcp) cleanup.push(() => mcp.stop());
+    const e2b = E2B_STANDIN_BIN ? await startE2bStandin(E2B_STANDIN_BIN) : null;
+    if (e2b) cleanup.push(() => e2b.stop());
     const kernel = await startKernel(
       {
         [AGENT]: proxy.url,
@@ -1288,7 +1360,7 @@ async function main() {
         modulesRules: [{ type: "CompiledWasm", include: ["**/*.wasm"] }],
         compatibilityDate: "2026-04-01",
         cf: false, // no fetch of the Request.cf object from workers.cloudflare.com
-        bindings: { REBUNO_URL: kernel.url, REBUNO_AGENT_SECRET: SECRET, REBUNO_AGENT_ID: agentId, ...LIMITS, ...vars },
+        bindings: { REBUNO_URL: kernel.url, REBUNO_AGENT_SECRET: SECRET, REBUNO_AGENT_ID: agentId, E2B_API_KEY: E2B_KEY, ...LIMITS, ...vars },
         log: new Log(process.env.MINIFLARE_DEBUG ? LogLevel.DEBUG : LogLevel.WARN),
         handleStructuredLogs: keepConsole(agentId),
         ...extra,
@@ -1329,7 +1401,7 @@ async function main() {
     await mfRestart.ready;
     console.log(`workerd ready at ${ready} in ${(performance.now() - started).toFixed(0)} ms`);
     const doWorker = `http://127.0.0.1:${doPort}`;
-    const context = { kernel, proxy, doProxy, doWorker, mf, mfDo, stub, otelProxy, receiver, mcp, idleProxy, lostProxy, lostUrl };
+    const context = { kernel, proxy, doProxy, doWorker, mf, mfDo, stub, otelProxy, receiver, mcp, e2b, idleProxy, lostProxy, lostUrl };
     // The long run goes on while the other tests run; its test, the last, waits for it.
     if (selected(IDLE_TEST)) {
       const input = { text: "a long quiet run", work_ms: IDLE_RUN_MS };

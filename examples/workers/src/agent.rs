@@ -7,7 +7,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use rebuno::llm::{DurableLlm, TransportService};
 use rebuno::rt::Clock;
-use rebuno::{Agent, Body, HandlerError, Tool};
+use rebuno::{Agent, Body, HandlerError, Secret, Tool};
 use serde::{Deserialize, Serialize};
 use worker::{
     Context, DurableObject, Env, HttpRequest, Request, Response, State, durable_object, event,
@@ -17,6 +17,7 @@ use worker::{
 #[cfg(feature = "rig")]
 use crate::rig::ask as ask_rig;
 // The OTLP export when `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
+use crate::e2b::{Worked, work_in_sandbox};
 use crate::mcp::call_tools as call_mcp_tools;
 #[cfg(feature = "otel")]
 use crate::telemetry::install as install_telemetry;
@@ -29,6 +30,16 @@ const DEFAULT_AGENT_ID: &str = "workers-example";
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 enum Input {
+    /// `{"e2b_url": "http://…", "files": [["path", "content"], ...], "command": "…", "work_ms": N}`:
+    /// an E2B sandbox (the API at `e2b_url`, the key from the secret `E2B_API_KEY`), its files
+    /// written and the command run by declared tools.
+    E2b {
+        e2b_url: String,
+        files: Vec<(String, String)>,
+        command: String,
+        #[serde(default)]
+        work_ms: u64,
+    },
     /// `{"mcp_url": "http://…/mcp", "calls": [["fx_add", {"a": 2, "b": 3}], ...], "work_ms": N}`:
     /// the MCP server's tools, called in order.
     Mcp {
@@ -72,6 +83,13 @@ enum Input {
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 enum Output {
+    E2b {
+        /// The sandbox, the command's exit code and output.
+        #[serde(flatten)]
+        worked: Worked,
+        worked_ms: u64,
+        checked_at: u64,
+    },
     Mcp {
         /// Each call's recorded result (or its denial), in order.
         results: Vec<serde_json::Value>,
@@ -168,12 +186,19 @@ fn agent(env: &Env) -> rebuno::Result<Agent> {
         .map_or_else(|_| DEFAULT_AGENT_ID.to_owned(), |v| v.to_string());
     let agent = rebuno_workers::agent_builder(id, env)
         .description("Counts the words of a text, or asks an LLM once, durably")
-        .handler_with_state(analyze_tool(), |analyze, input: Input| async move {
-            handle(&analyze, input).await
-        })
+        .handler_with_state(
+            (analyze_tool(), e2b_key(env)),
+            |(analyze, e2b_key), input: Input| async move { handle(&analyze, e2b_key, input).await },
+        )
         .build()?;
     AGENT.with(|cell| cell.set(agent.clone()).ok());
     Ok(agent)
+}
+
+/// The secret `E2B_API_KEY`, if bound (only the E2B input needs it).
+fn e2b_key(env: &Env) -> Option<Secret> {
+    let key = env.secret("E2B_API_KEY").ok()?;
+    Some(Secret::from(key.to_string()))
 }
 
 /// Without the `otel` feature there is no exporter: say so when one is configured.
@@ -195,8 +220,26 @@ fn analyze_tool() -> Tool<Analyze, Analysis> {
 
 /// The handler: the tool (or the LLM call, or the rig completion), a slow `work` step, then a
 /// `checked_at` step recording the time, so a replay returns the same values.
-async fn handle(analyze: &Tool<Analyze, Analysis>, input: Input) -> Result<Output, HandlerError> {
+async fn handle(
+    analyze: &Tool<Analyze, Analysis>,
+    e2b_key: Option<Secret>,
+    input: Input,
+) -> Result<Output, HandlerError> {
     match input {
+        Input::E2b {
+            e2b_url,
+            files,
+            command,
+            work_ms,
+        } => {
+            let worked = work_in_sandbox(e2b_key, &e2b_url, &files, &command).await?;
+            let (worked_ms, checked_at) = work(work_ms).await?;
+            Ok(Output::E2b {
+                worked,
+                worked_ms,
+                checked_at,
+            })
+        }
         Input::Mcp {
             mcp_url,
             calls,

@@ -47,6 +47,15 @@
 //! without reaching the server. Output `{"results": [...], "worked_ms": N, "checked_at": <unix
 //! ms>}`, a denied call's result being the denial's text.
 //!
+//! Input `{"e2b_url": "http://…", "files": [["path", "content"], …], "command": "…",
+//! "work_ms": 0}` opens an E2B sandbox as the execution's `workspace` resource with
+//! [`rebuno::resource::drivers::E2bSandbox`] over the Workers fetch (the API key from the secret
+//! `E2B_API_KEY`; `e2b_url` is the API and envd URL of a local stand-in, for tests), writes each
+//! file and runs the command with declared tools, checkpointing by E2B snapshots after every 2
+//! and pausing the sandbox while the execution waits (an approval, subagents). Output
+//! `{"sandbox": "<id>", "exit_code": N, "stdout": "…", "worked_ms": N, "checked_at": <unix
+//! ms>}`.
+//!
 //! With the crate's `otel` feature (`worker-build --release . --features otel`), a var
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` (`http://collector:4318`) turns on the OTLP/HTTP export of
 //! `rebuno::telemetry` over the Workers fetch: one trace per execution (trace id = execution
@@ -57,6 +66,8 @@
 
 #[cfg(target_arch = "wasm32")]
 mod agent;
+#[cfg(target_arch = "wasm32")]
+mod e2b;
 #[cfg(target_arch = "wasm32")]
 mod mcp;
 #[cfg(all(target_arch = "wasm32", feature = "rig"))]
