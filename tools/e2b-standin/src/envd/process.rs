@@ -103,15 +103,7 @@ fn start(sandbox: &Sandbox, headers: &HeaderMap, body: &[u8]) -> Response<Body> 
             let _ = proc.signal_process(Signal::SIGKILL);
         });
     }
-    let stream = Stream {
-        pid: proc.pid,
-        keepalive: keepalive(headers),
-        deadline,
-        drops: sandbox.connection_drops(),
-    };
-    let (writer, resp) = connect::stream_response();
-    tokio::spawn(stream.forward(writer, events));
-    resp
+    stream(sandbox, headers, proc.pid, deadline, events)
 }
 
 fn spawn_spec(sandbox: &Sandbox, user: User, message: &Value) -> RpcResult<Spawn> {
@@ -215,6 +207,26 @@ fn keepalive(headers: &HeaderMap) -> Option<Duration> {
     (secs > 0).then(|| Duration::from_secs(secs))
 }
 
+/// The response streaming `events` of process `pid` until it ends, `deadline` passes or the
+/// sandbox drops its connections (a pause, a snapshot, a kill).
+fn stream(
+    sandbox: &Sandbox,
+    headers: &HeaderMap,
+    pid: u32,
+    deadline: Option<Instant>,
+    events: mpsc::UnboundedReceiver<ProcEvent>,
+) -> Response<Body> {
+    let stream = Stream {
+        pid,
+        keepalive: keepalive(headers),
+        deadline,
+        drops: sandbox.connection_drops(),
+    };
+    let (writer, resp) = connect::stream_response();
+    tokio::spawn(stream.forward(writer, events));
+    resp
+}
+
 /// `Connect`: attaches to a running process and streams its events from now on.
 fn attach(sandbox: &Sandbox, headers: &HeaderMap, body: &[u8]) -> Response<Body> {
     let found = first_message(body).and_then(|m| sandbox.procs.find(m.get("process")));
@@ -225,15 +237,7 @@ fn attach(sandbox: &Sandbox, headers: &HeaderMap, body: &[u8]) -> Response<Body>
     };
     let events = proc.subscribe();
     let deadline = timeout.map(|t| Instant::now() + t);
-    let stream = Stream {
-        pid: proc.pid,
-        keepalive: keepalive(headers),
-        deadline,
-        drops: sandbox.connection_drops(),
-    };
-    let (writer, resp) = connect::stream_response();
-    tokio::spawn(stream.forward(writer, events));
-    resp
+    stream(sandbox, headers, proc.pid, deadline, events)
 }
 
 /// One process event stream being answered.
