@@ -167,6 +167,12 @@ impl E2bError {
         let mut error = Self::new(kind, call, message);
         error.inner.status = Some(status);
         error.inner.server_message = server_message;
+        if kind != E2bErrorKind::NotFound {
+            // So `rebuno::is_transient` (and the retry policies of the tools that call the
+            // driver) count a 429, 408 or 5xx from E2B as worth another try.
+            let header = http::HeaderMap::new();
+            error.inner.source = Some(Box::new(crate::retry::HttpStatus::of(status, &header, 0)));
+        }
         error
     }
 
@@ -334,6 +340,28 @@ fn server_message(body: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn e2b_overload_is_transient_and_a_gone_sandbox_is_not() {
+        let busy = E2bError::answer(
+            Call::api("POST /sandboxes", None),
+            StatusCode::SERVICE_UNAVAILABLE,
+            b"",
+        );
+        assert!(crate::retry::is_transient(&busy), "{busy}");
+        let refused = E2bError::answer(
+            Call::api("POST /sandboxes", None),
+            StatusCode::BAD_REQUEST,
+            b"",
+        );
+        assert!(!crate::retry::is_transient(&refused));
+        let paused = E2bError::answer(Call::envd("files.read", "i1"), StatusCode::BAD_GATEWAY, b"");
+        assert_eq!(paused.kind(), E2bErrorKind::NotFound);
+        assert!(
+            !crate::retry::is_transient(&paused),
+            "a sandbox not running stays so"
+        );
+    }
 
     #[test]
     fn a_refused_key_says_what_to_check() {
