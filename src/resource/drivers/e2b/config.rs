@@ -7,7 +7,7 @@ use super::api::{Api, SandboxInfo};
 use super::envd::Envd;
 use super::error::E2bError;
 use crate::Secret;
-use crate::transport::{Peer, SharedTransport, Transport, default_transport};
+use crate::transport::{Peer, SharedTransport, Transport, TransportError, default_transport};
 
 /// The template a sandbox starts from unless [`E2bSandbox::template`] says otherwise.
 const DEFAULT_TEMPLATE: &str = "base";
@@ -240,7 +240,7 @@ impl E2bSandbox {
     pub(super) fn api(&self) -> Result<Api, E2bError> {
         let transport = match &self.transport {
             Some(transport) => transport.clone(),
-            None => match default_transport(Peer::Provider) {
+            None => match shared_default() {
                 Some(Ok(transport)) => transport,
                 Some(Err(error)) => {
                     return Err(E2bError::config(format!(
@@ -280,6 +280,25 @@ impl E2bSandbox {
             None => format!("https://api.{}", self.domain),
         }
     }
+}
+
+/// The default transport, one per process on native targets (its connection pool shared by
+/// every driver and handle: a Lambda dispatch builds its driver anew, and should not set up TLS
+/// and connections anew with it), as `llm::fetch` shares its own.
+#[cfg(not(target_arch = "wasm32"))]
+fn shared_default() -> Option<Result<SharedTransport, TransportError>> {
+    static SHARED: std::sync::OnceLock<SharedTransport> = std::sync::OnceLock::new();
+    if let Some(transport) = SHARED.get() {
+        return Some(Ok(transport.clone()));
+    }
+    let made = default_transport(Peer::Provider)?;
+    Some(made.map(|transport| SHARED.get_or_init(|| transport).clone()))
+}
+
+/// On wasm32 the host's `fetch` serves each request: there is no pool to share.
+#[cfg(target_arch = "wasm32")]
+fn shared_default() -> Option<Result<SharedTransport, TransportError>> {
+    default_transport(Peer::Provider)
 }
 
 #[cfg(test)]
