@@ -30,7 +30,8 @@
 //! | the Vercel AI SDK's `generateText` loop, `stopWhen: stepCountIs(12)` | a plain loop over chat completions, at most `MAX_TURNS` model calls |
 //! | `workspace.files.write/read` | `workspace.write(path, content)`, `workspace.read_to_string(path)` (async) |
 //! | no command tool | a `run` tool: `workspace.run(Command::new(cmd))`, a non-zero exit is an output the model reads, not an error |
-//! | a sandbox idle while the execution waits | `.pause_while_waiting(true)`: paused when the dispatch suspends, resumed by the next delivery's `open` |
+//! | a sandbox idle while the execution waits | `.pause_while_waiting(true)`: paused when the execution waits (an approval, subagents), resumed by the next delivery's `open` |
+//! | a sandbox left running after the execution until its timeout | the same by default; `.kill_when_done(true)` deletes it once the execution completed, failed or was cancelled |
 //! | the API key from `E2B_API_KEY` | the same; on Workers from a secret (`E2bSandbox::new(env.secret("E2B_API_KEY")?.to_string())`) |
 
 #[path = "common/mod.rs"]
@@ -281,8 +282,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(standin) => println!("sandboxes: a local E2B stand-in at {}", standin.url()),
         None => println!("sandboxes: E2B (E2B_API_KEY is set)"),
     }
-    // Every change goes through write_file and run, so a snapshot stays valid until the next.
-    let driver = driver.with_coverage_reuse(true);
+    // Every change goes through write_file and run, so a snapshot stays valid until the next;
+    // the fork below starts from a snapshot, so the finished run's sandbox can go.
+    let driver = driver.with_coverage_reuse(true).kill_when_done(true);
 
     let model = Model(model::endpoint(script).await?);
     println!("model: {} at {}", model.0.name, model.0.base_url);

@@ -6,10 +6,11 @@ use serde_json::Value;
 use super::failure::{failure_reason, input_invalid};
 use super::handler::ErasedHandler;
 use crate::context::{ExecutionContext, Suspension};
-use crate::error::{Error, ErrorKind, HandlerError, error_chain};
+use crate::error::{Error, ErrorKind, HandlerError, Result, error_chain};
 use crate::kernel::{KernelClient, Lease};
 use crate::panic::catch_panic;
 use crate::refusal::raise_for_refusal;
+use crate::resource::DispatchEnd;
 use crate::rt::Deadline;
 
 /// How a handler run ended.
@@ -147,61 +148,75 @@ fn ending(context: &ExecutionContext, outcome: Result<Value, HandlerError>) -> E
     }
 }
 
-/// Completes or fails the execution; control flow ends the dispatch quietly.
+/// Completes or fails the execution; control flow ends the dispatch quietly. Then tells each
+/// resource's driver how the dispatch ended (once the kernel has the outcome).
 async fn record(context: &ExecutionContext, ending: Ending) {
-    let kernel = context.kernel();
-    let written = match ending {
-        Ending::Output(output) => {
-            if let Err(error) = context.checkpoint_on_completion().await {
-                if error.is_control_flow() {
-                    crate::spans::record_stop(error.kind());
-                    return tracing::debug!(kind = ?error.kind(), "dispatch ended by control flow");
-                }
-                tracing::warn!(%error, "checkpoint on completion failed; the resources stay uncovered");
-            }
-            let state = context.state();
-            let written = kernel
-                .complete_execution(context.id(), context.lease(), &output, state.as_ref())
-                .await;
-            if written.is_ok() {
-                tracing::Span::current().record("outcome", "completed");
-                tracing::info!("execution completed");
-            }
-            written
-        }
-        Ending::Failure(reason) => {
-            let written = kernel
-                .fail_execution(context.id(), context.lease(), &reason)
-                .await;
-            if written.is_ok() {
-                // Warn: the run ended, as it should, but someone may want to look at why.
-                tracing::warn!(reason, "execution failed");
-                let span = tracing::Span::current();
-                span.record("outcome", "failed");
-                span.record("failure_reason", reason.as_str());
-            }
-            written
-        }
+    let (written, end) = match ending {
+        Ending::Output(output) => match complete(context, output).await {
+            Some(written) => (written, DispatchEnd::Completed),
+            None => return,
+        },
+        Ending::Failure(reason) => (fail(context, &reason).await, DispatchEnd::Failed),
         Ending::Stop(stop) => {
             if let Some(why) = Suspension::of(stop.kind()) {
-                context.suspend_resources(why).await;
+                context.release_resources(DispatchEnd::Suspended(why)).await;
             }
             crate::spans::record_stop(stop.kind());
             return log_without_outcome(context, stop.kind());
         }
     };
-    if let Err(error) = &written {
-        crate::spans::record_stop(error.kind());
+    match written {
+        Ok(()) => context.release_resources(end).await,
+        Err(error) => {
+            crate::spans::record_stop(error.kind());
+            log_stop(
+                context.kernel(),
+                context.agent_id(),
+                context.lease(),
+                &error,
+                "could not record the outcome",
+            );
+        }
     }
-    if let Err(error) = written {
-        log_stop(
-            kernel,
-            context.agent_id(),
-            context.lease(),
-            &error,
-            "could not record the outcome",
-        );
+}
+
+/// Checkpoints on completion, then completes the execution; `None` when control flow ended
+/// the dispatch first.
+async fn complete(context: &ExecutionContext, output: Value) -> Option<Result<()>> {
+    if let Err(error) = context.checkpoint_on_completion().await {
+        if error.is_control_flow() {
+            crate::spans::record_stop(error.kind());
+            tracing::debug!(kind = ?error.kind(), "dispatch ended by control flow");
+            return None;
+        }
+        tracing::warn!(%error, "checkpoint on completion failed; the resources stay uncovered");
     }
+    let state = context.state();
+    let written = context
+        .kernel()
+        .complete_execution(context.id(), context.lease(), &output, state.as_ref())
+        .await;
+    if written.is_ok() {
+        tracing::Span::current().record("outcome", "completed");
+        tracing::info!("execution completed");
+    }
+    Some(written)
+}
+
+/// Fails the execution with `reason`.
+async fn fail(context: &ExecutionContext, reason: &str) -> Result<()> {
+    let written = context
+        .kernel()
+        .fail_execution(context.id(), context.lease(), reason)
+        .await;
+    if written.is_ok() {
+        // Warn: the run ended, as it should, but someone may want to look at why.
+        tracing::warn!(reason, "execution failed");
+        let span = tracing::Span::current();
+        span.record("outcome", "failed");
+        span.record("failure_reason", reason);
+    }
+    written
 }
 
 /// Says why a dispatch ended without completing or failing its execution (control flow, or a

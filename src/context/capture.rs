@@ -1,9 +1,10 @@
 //! Taking checkpoints: due after a step, a baseline when nothing covers the start, and on
-//! completion; and telling the drivers when the dispatch suspends.
+//! completion; and telling the drivers how the dispatch ended.
 
 use super::{ExecutionContext, Suspension};
 use crate::error::Result;
 use crate::panic::catch_panic;
+use crate::resource::DispatchEnd;
 use crate::wire::{Capture, CaptureFailure, Captures, ResourceGeneration};
 
 impl ExecutionContext {
@@ -84,23 +85,23 @@ impl ExecutionContext {
         self.publish_captures(&due).await
     }
 
-    /// At the end of a dispatch that suspends: tells each resource's driver why, unless a
-    /// newer delivery took over (it owns the resources now). A driver's error is only logged.
-    pub(crate) async fn suspend_resources(&self, why: Suspension) {
-        if why == Suspension::LeaseSuperseded {
+    /// At the end of a dispatch: tells each resource's driver how it ended, unless a newer
+    /// delivery took over (it owns the resources now). A driver's error is only logged.
+    pub(crate) async fn release_resources(&self, end: DispatchEnd) {
+        if end == DispatchEnd::Suspended(Suspension::LeaseSuperseded) {
             return;
         }
         for resource in self.resources() {
-            let failure = match catch_panic(resource.suspend(why)).await {
+            let failure = match catch_panic(resource.release(end)).await {
                 Ok(Ok(())) => continue,
                 Ok(Err(error)) => error.to_string(),
-                Err(panic) => format!("suspend panicked: {panic}"),
+                Err(panic) => format!("release panicked: {panic}"),
             };
             tracing::warn!(
                 resource = resource.key(),
-                ?why,
+                ?end,
                 error = failure,
-                "the resource driver's suspend failed; the resource stays as it was"
+                "the resource driver's release failed; the resource stays as it was"
             );
         }
     }

@@ -6,8 +6,8 @@ use std::any::Any;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::Suspension;
 use crate::error::BoxError;
+use crate::resource::DispatchEnd;
 use crate::rt::{BoxFuture, MaybeSend, MaybeSync};
 
 /// What the kernel is told about a resource, sent again on every registration.
@@ -34,6 +34,6 @@ pub(crate) trait Registered: MaybeSend + MaybeSync {
     /// The handle, for [`resource`](crate::resource()) to hand out again.
     fn handle(&self) -> &dyn Any;
     fn checkpoint(&self) -> BoxFuture<'_, Result<String, BoxError>>;
-    /// Tells the driver the dispatch ends in `why` (see `ResourceDriver::suspend`).
-    fn suspend(&self, why: Suspension) -> BoxFuture<'_, Result<(), BoxError>>;
+    /// Tells the driver how the dispatch ended (see `ResourceDriver::release`).
+    fn release(&self, end: DispatchEnd) -> BoxFuture<'_, Result<(), BoxError>>;
 }

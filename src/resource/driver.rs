@@ -99,25 +99,40 @@ pub trait ResourceDriver: MaybeSend + MaybeSync + 'static {
         async move { Err(BoxError::from(unsupported)) }
     }
 
-    /// Called once when a dispatch that opened this resource ends in a suspension
-    /// ([`Suspension::Blocked`] or [`Suspension::DeadlineReached`]: the execution waits and is
-    /// delivered again, then [`open`](Self::open) reopens the binding;
-    /// [`Suspension::Terminated`]: the execution ended elsewhere and nothing will reopen it).
-    /// Not called when a newer delivery took over ([`Suspension::LeaseSuperseded`]): that run
-    /// owns the resource now.
+    /// Called once when a dispatch that opened this resource ends, after the kernel has its
+    /// outcome: the execution [completed](DispatchEnd::Completed) or
+    /// [failed](DispatchEnd::Failed) (nothing will open the resource again: forks start from
+    /// checkpoints), or the dispatch [suspended](DispatchEnd::Suspended):
+    /// [`Suspension::Blocked`] or [`Suspension::DeadlineReached`] (the execution is delivered
+    /// again and [`open`](Self::open) reopens the binding), [`Suspension::Terminated`] (it ended
+    /// elsewhere). Not called when a newer delivery took over ([`Suspension::LeaseSuperseded`]:
+    /// that run owns the resource now), nor when the kernel could not be told the outcome (it
+    /// delivers the execution again).
     ///
-    /// Use it to stop paying for an idle resource, e.g. to pause a sandbox that `open` resumes.
-    /// It runs after the handler returned and before the dispatch ends (inside the host's
-    /// background continuation); an error is logged and changes nothing else. The default does
-    /// nothing.
-    fn suspend(
+    /// Use it to stop paying for a resource: pause a sandbox while the execution waits, delete
+    /// it once the execution is done. It runs inside the host's background continuation; an
+    /// error is logged and changes nothing else. The default does nothing.
+    fn release(
         &self,
         handle: &Self::Handle,
-        why: Suspension,
+        end: DispatchEnd,
     ) -> impl Future<Output = Result<(), BoxError>> + MaybeSend {
-        let _ = (handle, why);
+        let _ = (handle, end);
         async { Ok(()) }
     }
+}
+
+/// How a dispatch that opened a resource ended, as [`ResourceDriver::release`] hears it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DispatchEnd {
+    /// The execution completed.
+    Completed,
+    /// The execution failed.
+    Failed,
+    /// The dispatch ended without an outcome, for this reason (never
+    /// [`Suspension::LeaseSuperseded`]).
+    Suspended(Suspension),
 }
 
 /// What the default [`ResourceDriver::checkpoint`] answers: the driver captures nothing.

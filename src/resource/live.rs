@@ -2,8 +2,8 @@
 
 use std::any::Any;
 
-use super::driver::{Checkpoints, ResourceDriver};
-use crate::context::{Registered, Registration, Suspension};
+use super::driver::{Checkpoints, DispatchEnd, ResourceDriver};
+use crate::context::{Registered, Registration};
 use crate::error::BoxError;
 use crate::rt::BoxFuture;
 
@@ -47,7 +47,7 @@ impl<D: ResourceDriver> Registered for Live<D> {
         Box::pin(self.driver.checkpoint(&self.handle))
     }
 
-    fn suspend(&self, why: Suspension) -> BoxFuture<'_, Result<(), BoxError>> {
-        Box::pin(self.driver.suspend(&self.handle, why))
+    fn release(&self, end: DispatchEnd) -> BoxFuture<'_, Result<(), BoxError>> {
+        Box::pin(self.driver.release(&self.handle, end))
     }
 }

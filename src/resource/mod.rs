@@ -29,7 +29,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use self::driver::NoCheckpoints;
-pub use self::driver::{CheckpointUnavailable, Checkpoints, ResourceDriver};
+pub use self::driver::{CheckpointUnavailable, Checkpoints, DispatchEnd, ResourceDriver};
 use self::live::{Live, registration};
 use crate::context::{ExecutionContext, current};
 use crate::error::{BoxError, Error, ErrorKind, Result};

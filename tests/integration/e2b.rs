@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use rebuno::client::Client;
 use rebuno::resource::drivers::{E2bSandbox, Sandbox};
-use rebuno::resource::{Checkpoints, resource};
+use rebuno::resource::{Checkpoints, DispatchEnd, resource};
 use rebuno::wire::Execution;
 use rebuno::{AgentBuilder, HandlerError, define_tool};
 use rebuno_devkernel::{AgentSpec, DevKernel, EventKind, NewExecution};
@@ -528,6 +528,32 @@ async fn a_blocked_execution_pauses_its_sandbox_and_the_next_delivery_resumes_it
     served.shutdown().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_when_done_deletes_the_sandbox_once_the_execution_completed() {
+    let _trace = trace_init();
+    let cloud = Cloud::start("kill");
+    let kernel = DevKernel::start().await.unwrap();
+    let mut killing = behaviour(&cloud, Checkpoints::every(1));
+    killing.driver = killing.driver.kill_when_done(true);
+    let served = serve_writer(&kernel, "killer", killing, None).await;
+
+    let done = run(&kernel, "killer", json!({ "lines": ["a"] })).await;
+
+    let output = completed(&done);
+    let sandbox = output["sandbox"].as_str().unwrap();
+    assert_eq!(
+        state(&cloud, sandbox, "").await,
+        "",
+        "killed after the completion"
+    );
+    assert_eq!(
+        checkpointed(&kernel, &done),
+        3,
+        "its snapshots were taken before"
+    );
+    served.shutdown().await;
+}
+
 /// The id of the one sandbox the stand-in holds.
 fn only_sandbox(cloud: &Cloud) -> String {
     let mut ids: Vec<String> = std::fs::read_dir(cloud.standin().root().join("sandboxes"))
@@ -552,7 +578,7 @@ async fn state(cloud: &Cloud, sandbox: &str, want: &str) -> String {
             .json()
             .await
             .unwrap();
-        if last["state"] == want {
+        if last["state"].as_str().unwrap_or_default() == want {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -625,7 +651,10 @@ async fn workout(cloud: &Cloud) {
     );
 
     driver
-        .suspend(&sandbox, rebuno::Suspension::Blocked)
+        .release(
+            &sandbox,
+            DispatchEnd::Suspended(rebuno::Suspension::Blocked),
+        )
         .await
         .unwrap();
     let binding = serde_json::from_value(serde_json::to_value(binding).unwrap()).unwrap();

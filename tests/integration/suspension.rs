@@ -1,7 +1,7 @@
 //! `ExecutionContext::suspension`: a "framework" that catches the SDK's control flow and returns
 //! normally still lets the handler see that the run is suspending, and why; the execution then
 //! ends as the suspension says (blocked, cancelled), never completed with the swallowed value;
-//! and a resource driver hears of the suspension (`ResourceDriver::suspend`).
+//! and a resource driver hears how each dispatch ended (`ResourceDriver::release`).
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
 
@@ -11,6 +11,7 @@ use rebuno::wire::ExecutionStatus;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
+use rebuno::resource::DispatchEnd;
 use rebuno::{HandlerError, Suspension, Tool, define_tool};
 use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
 use serde_json::{Value, json};
@@ -225,7 +226,7 @@ async fn keeper(kernel: &DevKernel, shelf: support::notebook::Shelf) -> Served {
 }
 
 #[tokio::test]
-async fn a_blocked_run_tells_each_resource_driver_once_and_a_completed_one_does_not() {
+async fn each_dispatch_tells_the_resource_driver_how_it_ended_once() {
     let _trace = trace_init();
     let kernel = DevKernel::start().await.unwrap();
     let shelf = support::notebook::Shelf::default();
@@ -239,18 +240,16 @@ async fn a_blocked_run_tells_each_resource_driver_once_and_a_completed_one_does_
         .wait_until(&created.id, WAIT, |s| s == ExecutionStatus::Blocked)
         .await
         .expect("blocked on the approval");
-    // The dispatch ends after the block is recorded: wait for its suspend call.
+    // The dispatch ends after the block is recorded: wait for its release call.
     for _ in 0..500 {
-        if !shelf.suspended.lock().unwrap().is_empty() {
+        if !shelf.released.lock().unwrap().is_empty() {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     let before = vec!["before the deploy".to_owned()];
-    assert_eq!(
-        *shelf.suspended.lock().unwrap(),
-        [(before.clone(), Suspension::Blocked)]
-    );
+    let blocked = DispatchEnd::Suspended(Suspension::Blocked);
+    assert_eq!(*shelf.released.lock().unwrap(), [(before.clone(), blocked)]);
 
     let approval = kernel.approvals().pop().expect("an approval waits");
     kernel.grant(&approval.id).unwrap();
@@ -261,10 +260,17 @@ async fn a_blocked_run_tells_each_resource_driver_once_and_a_completed_one_does_
         1,
         "the next delivery reopens the binding"
     );
+    // The release comes after the kernel recorded the completion.
+    for _ in 0..500 {
+        if shelf.released.lock().unwrap().len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
     assert_eq!(
-        *shelf.suspended.lock().unwrap(),
-        [(before, Suspension::Blocked)],
-        "no suspend call when the run completes"
+        *shelf.released.lock().unwrap(),
+        [(before.clone(), blocked), (before, DispatchEnd::Completed)],
+        "the completed dispatch releases once, after the outcome"
     );
     served.shutdown().await;
 }

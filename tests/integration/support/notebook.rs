@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rebuno::resource::{CheckpointUnavailable, ResourceDriver};
-use rebuno::{BoxError, Suspension};
+use rebuno::BoxError;
+use rebuno::resource::{CheckpointUnavailable, DispatchEnd, ResourceDriver};
 
 /// Notebooks kept in memory: live ones by id, snapshots by checkpoint ref.
 #[derive(Clone, Default)]
@@ -20,12 +20,12 @@ pub struct Shelf {
     pub checkpoints: Arc<AtomicUsize>,
     /// Faults injected by checkpoint call number (from 0).
     pub faults: Arc<Mutex<BTreeMap<usize, Fault>>>,
-    /// Every `suspend` call: the notebook's lines then, and why.
-    pub suspended: Arc<Mutex<Vec<Suspended>>>,
+    /// Every `release` call: the notebook's lines then, and how the dispatch ended.
+    pub released: Arc<Mutex<Vec<Released>>>,
 }
 
-/// One `suspend` call: the notebook's lines then, and why.
-pub type Suspended = (Vec<String>, Suspension);
+/// One `release` call: the notebook's lines then, and how the dispatch ended.
+pub type Released = (Vec<String>, DispatchEnd);
 
 /// How a checkpoint call goes wrong.
 #[derive(Clone, Copy, Debug)]
@@ -100,8 +100,8 @@ impl ResourceDriver for Shelf {
         Ok(reference)
     }
 
-    async fn suspend(&self, handle: &Notebook, why: Suspension) -> Result<(), BoxError> {
-        self.suspended.lock().unwrap().push((handle.lines(), why));
+    async fn release(&self, handle: &Notebook, end: DispatchEnd) -> Result<(), BoxError> {
+        self.released.lock().unwrap().push((handle.lines(), end));
         Ok(())
     }
 }

@@ -63,6 +63,7 @@ pub struct E2bSandbox {
     transport: Option<SharedTransport>,
     request_timeout: Duration,
     pause_while_waiting: bool,
+    kill_when_done: bool,
     coverage_reuse: bool,
 }
 
@@ -76,6 +77,7 @@ impl fmt::Debug for E2bSandbox {
             .field("domain", &self.domain)
             .field("request_timeout", &self.request_timeout)
             .field("pause_while_waiting", &self.pause_while_waiting)
+            .field("kill_when_done", &self.kill_when_done)
             .field("coverage_reuse", &self.coverage_reuse)
             .finish_non_exhaustive()
     }
@@ -101,6 +103,7 @@ impl E2bSandbox {
             transport: None,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             pause_while_waiting: false,
+            kill_when_done: false,
             coverage_reuse: false,
         }
     }
@@ -205,6 +208,16 @@ impl E2bSandbox {
         self
     }
 
+    /// Kill the sandbox once its execution is done (completed, failed or cancelled), rather
+    /// than leave it running until its lifetime ends ([`timeout`](Self::timeout)). Forks
+    /// start from snapshots, so nothing needs it afterwards. Default `false`, as E2B's SDKs
+    /// leave a sandbox be.
+    #[must_use]
+    pub fn kill_when_done(mut self, kill: bool) -> Self {
+        self.kill_when_done = kill;
+        self
+    }
+
     /// Keep a checkpoint's coverage until an affecting step starts (see
     /// [`ResourceDriver::coverage_reuse`](crate::resource::ResourceDriver::coverage_reuse)).
     /// Use it only when every change to the sandbox goes through declared tools and steps.
@@ -227,6 +240,10 @@ impl E2bSandbox {
 
     pub(super) fn pauses_while_waiting(&self) -> bool {
         self.pause_while_waiting
+    }
+
+    pub(super) fn kills_when_done(&self) -> bool {
+        self.kill_when_done
     }
 
     /// The lifetime as the API takes it: whole seconds, rounded up, within `int32`.

@@ -25,7 +25,7 @@ pub use self::files::{Entry, EntryKind};
 pub use self::handle::Sandbox;
 use crate::context::Suspension;
 use crate::error::BoxError;
-use crate::resource::{CheckpointUnavailable, ResourceDriver};
+use crate::resource::{CheckpointUnavailable, DispatchEnd, ResourceDriver};
 
 /// Where an [`E2bSandbox`] resource is: the sandbox's id. What the kernel stores for it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -107,14 +107,25 @@ impl ResourceDriver for E2bSandbox {
     }
 
     /// Pauses the sandbox when [`E2bSandbox::pause_while_waiting`] is on and the execution
-    /// waits ([`Suspension::Blocked`]: an approval, its subagents, a rate limit); a sandbox
-    /// already paused or gone is fine. Not at a host deadline
-    /// ([`Suspension::DeadlineReached`]): the next delivery comes within the lease, sooner
-    /// than a pause pays off, and the pause would run in the host's last seconds.
-    async fn suspend(&self, handle: &Sandbox, why: Suspension) -> Result<(), BoxError> {
-        if self.pauses_while_waiting() && why == Suspension::Blocked {
+    /// waits ([`Suspension::Blocked`]: an approval, its subagents, a rate limit); kills it when
+    /// [`E2bSandbox::kill_when_done`] is on and the execution is done (completed, failed, or
+    /// ended elsewhere). A sandbox already paused or gone is fine. Nothing at a host deadline
+    /// ([`Suspension::DeadlineReached`]): the next delivery comes within the lease, sooner than
+    /// a pause pays off, and the pause would run in the host's last seconds.
+    async fn release(&self, handle: &Sandbox, end: DispatchEnd) -> Result<(), BoxError> {
+        let done = matches!(
+            end,
+            DispatchEnd::Completed
+                | DispatchEnd::Failed
+                | DispatchEnd::Suspended(Suspension::Terminated)
+        );
+        if self.kills_when_done() && done {
+            handle.kill().await?;
+            tracing::debug!(sandbox = %handle.sandbox_id(), ?end, "E2B sandbox killed");
+        } else if self.pauses_while_waiting() && end == DispatchEnd::Suspended(Suspension::Blocked)
+        {
             handle.api().pause(handle.sandbox_id()).await?;
-            tracing::debug!(sandbox = %handle.sandbox_id(), ?why, "E2B sandbox paused");
+            tracing::debug!(sandbox = %handle.sandbox_id(), "E2B sandbox paused");
         }
         Ok(())
     }

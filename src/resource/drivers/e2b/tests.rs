@@ -179,19 +179,49 @@ async fn a_checkpoint_refreshes_the_connection_of_every_clone() {
     assert_eq!(stat.header("x-access-token"), Some("token-2"));
 }
 
+fn blocked() -> DispatchEnd {
+    DispatchEnd::Suspended(Suspension::Blocked)
+}
+
 #[tokio::test]
-async fn pause_while_waiting_pauses_when_the_execution_waits() {
+async fn kill_when_done_kills_once_the_execution_is_done_and_not_before() {
     let fake = Fake::default();
     let sandbox = fake.sandbox().await;
     fake.driver()
-        .suspend(&sandbox, Suspension::Blocked)
+        .release(&sandbox, DispatchEnd::Completed)
         .await
         .unwrap();
     assert!(fake.take().is_empty(), "off by default");
 
+    let driver = fake.driver().kill_when_done(true);
+    driver.release(&sandbox, blocked()).await.unwrap();
+    assert!(
+        fake.take().is_empty(),
+        "a waiting execution needs its sandbox"
+    );
+    for end in [
+        DispatchEnd::Completed,
+        DispatchEnd::Failed,
+        DispatchEnd::Suspended(Suspension::Terminated),
+    ] {
+        fake.answer(Answer::Empty(204));
+        driver.release(&sandbox, end).await.unwrap();
+        let [kill] = fake.take().try_into().unwrap();
+        assert_eq!(kill.method, Method::DELETE, "{end:?}");
+        assert_eq!(kill.url, "https://api.e2b.app/sandboxes/i1");
+    }
+}
+
+#[tokio::test]
+async fn pause_while_waiting_pauses_when_the_execution_waits() {
+    let fake = Fake::default();
+    let sandbox = fake.sandbox().await;
+    fake.driver().release(&sandbox, blocked()).await.unwrap();
+    assert!(fake.take().is_empty(), "off by default");
+
     let driver = fake.driver().pause_while_waiting(true);
     driver
-        .suspend(&sandbox, Suspension::Terminated)
+        .release(&sandbox, DispatchEnd::Suspended(Suspension::Terminated))
         .await
         .unwrap();
     assert!(
@@ -199,14 +229,17 @@ async fn pause_while_waiting_pauses_when_the_execution_waits() {
         "nothing resumes a terminated execution"
     );
     fake.answer(Answer::Empty(204));
-    driver.suspend(&sandbox, Suspension::Blocked).await.unwrap();
+    driver.release(&sandbox, blocked()).await.unwrap();
     fake.answer(Answer::Json(
         409,
         json!({ "code": 409, "message": "Error pausing sandbox - sandbox 'i1' is already paused" }),
     ));
-    driver.suspend(&sandbox, Suspension::Blocked).await.unwrap();
+    driver.release(&sandbox, blocked()).await.unwrap();
     driver
-        .suspend(&sandbox, Suspension::DeadlineReached)
+        .release(
+            &sandbox,
+            DispatchEnd::Suspended(Suspension::DeadlineReached),
+        )
         .await
         .unwrap();
     let [pause, again] = fake.take().try_into().unwrap();
@@ -219,7 +252,7 @@ async fn pause_while_waiting_pauses_when_the_execution_waits() {
         404,
         json!({ "code": 404, "message": "sandbox not found" }),
     ));
-    driver.suspend(&sandbox, Suspension::Blocked).await.unwrap();
+    driver.release(&sandbox, blocked()).await.unwrap();
     assert_eq!(
         fake.take().len(),
         1,
