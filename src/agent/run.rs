@@ -5,12 +5,11 @@ use serde_json::Value;
 
 use super::failure::{failure_reason, input_invalid};
 use super::handler::ErasedHandler;
-use crate::context::{ExecutionContext, Suspension};
+use crate::context::{DispatchEnd, ExecutionContext, Suspension};
 use crate::error::{Error, ErrorKind, HandlerError, Result, error_chain};
 use crate::kernel::{KernelClient, Lease};
 use crate::panic::catch_panic;
 use crate::refusal::raise_for_refusal;
-use crate::resource::DispatchEnd;
 use crate::rt::Deadline;
 
 /// How a handler run ended.

@@ -1,10 +1,9 @@
 //! Taking checkpoints: due after a step, a baseline when nothing covers the start, and on
 //! completion; and telling the drivers how the dispatch ended.
 
-use super::{ExecutionContext, Suspension};
+use super::{DispatchEnd, ExecutionContext, Suspension};
 use crate::error::Result;
 use crate::panic::catch_panic;
-use crate::resource::DispatchEnd;
 use crate::wire::{Capture, CaptureFailure, Captures, ResourceGeneration};
 
 impl ExecutionContext {

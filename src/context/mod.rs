@@ -18,6 +18,7 @@ use serde_json::Value;
 
 pub use self::ambient::Scoped;
 pub(crate) use self::effect::{Effect, missing_step_id, record_decision, replayed};
+pub use self::resources::DispatchEnd;
 pub(crate) use self::resources::{Registered, Registration};
 pub use self::suspension::Suspension;
 use crate::error::{Error, ErrorKind, Result};

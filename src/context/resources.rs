@@ -6,8 +6,8 @@ use std::any::Any;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::Suspension;
 use crate::error::BoxError;
-use crate::resource::DispatchEnd;
 use crate::rt::{BoxFuture, MaybeSend, MaybeSync};
 
 /// What the kernel is told about a resource, sent again on every registration.
@@ -36,4 +36,18 @@ pub(crate) trait Registered: MaybeSend + MaybeSync {
     fn checkpoint(&self) -> BoxFuture<'_, Result<String, BoxError>>;
     /// Tells the driver how the dispatch ended (see `ResourceDriver::release`).
     fn release(&self, end: DispatchEnd) -> BoxFuture<'_, Result<(), BoxError>>;
+}
+
+/// How a dispatch that opened a resource ended, as
+/// [`ResourceDriver::release`](crate::resource::ResourceDriver::release) hears it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DispatchEnd {
+    /// The execution completed.
+    Completed,
+    /// The execution failed.
+    Failed,
+    /// The dispatch ended without an outcome, for this reason (never
+    /// [`Suspension::LeaseSuperseded`]).
+    Suspended(Suspension),
 }

@@ -7,6 +7,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::context::DispatchEnd;
+#[cfg(doc)]
 use crate::context::Suspension;
 use crate::error::BoxError;
 use crate::rt::{MaybeSend, MaybeSync};
@@ -120,19 +122,6 @@ pub trait ResourceDriver: MaybeSend + MaybeSync + 'static {
         let _ = (handle, end);
         async { Ok(()) }
     }
-}
-
-/// How a dispatch that opened a resource ended, as [`ResourceDriver::release`] hears it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum DispatchEnd {
-    /// The execution completed.
-    Completed,
-    /// The execution failed.
-    Failed,
-    /// The dispatch ended without an outcome, for this reason (never
-    /// [`Suspension::LeaseSuperseded`]).
-    Suspended(Suspension),
 }
 
 /// What the default [`ResourceDriver::checkpoint`] answers: the driver captures nothing.

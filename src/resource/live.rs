@@ -2,8 +2,8 @@
 
 use std::any::Any;
 
-use super::driver::{Checkpoints, DispatchEnd, ResourceDriver};
-use crate::context::{Registered, Registration};
+use super::driver::{Checkpoints, ResourceDriver};
+use crate::context::{DispatchEnd, Registered, Registration};
 use crate::error::BoxError;
 use crate::rt::BoxFuture;
 

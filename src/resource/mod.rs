@@ -29,8 +29,9 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use self::driver::NoCheckpoints;
-pub use self::driver::{CheckpointUnavailable, Checkpoints, DispatchEnd, ResourceDriver};
+pub use self::driver::{CheckpointUnavailable, Checkpoints, ResourceDriver};
 use self::live::{Live, registration};
+pub use crate::context::DispatchEnd;
 use crate::context::{ExecutionContext, current};
 use crate::error::{BoxError, Error, ErrorKind, Result};
 use crate::wire::{ResourceGeneration, ResourceView};
