@@ -92,6 +92,7 @@ impl KernelClient {
             body: encode(&json!({ "seq": seq, "data": data }))?,
             lease: Some(lease),
             replayable: Replayable::Never,
+            pace: None,
         };
         self.send(call).await.map(drop)
     }
@@ -156,9 +157,19 @@ impl KernelClient {
             .await
     }
 
+    /// Renews `lease`, retrying at the lease's own pace ([`Lease::renewal`]): a kernel back
+    /// from an outage hears the renewal before the lease runs out.
     pub(crate) async fn heartbeat(&self, execution_id: &str, lease: &Lease) -> Result<()> {
         let path = format!("/v0/executions/{}/heartbeat", encode_segment(execution_id));
-        self.mutate(&path, Bytes::new(), lease).await
+        let call = Call {
+            method: Method::POST,
+            path: &path,
+            body: Bytes::new(),
+            lease: Some(lease),
+            replayable: Replayable::Yes,
+            pace: Some(lease.renewal(self.inner.exchange.timeout)),
+        };
+        self.send(call).await.map(drop)
     }
 
     pub(crate) async fn complete_execution(
@@ -197,6 +208,7 @@ impl KernelClient {
             lease: None,
             // One try: the run waits on it, and a failure is tried again on the next dispatch.
             replayable: Replayable::Never,
+            pace: None,
         };
         self.send(call).await.map(drop)
     }
@@ -208,6 +220,7 @@ impl KernelClient {
             body: Bytes::new(),
             lease: None,
             replayable: Replayable::Yes,
+            pace: None,
         };
         decode(self.send(call).await?.body())
     }
@@ -225,6 +238,7 @@ impl KernelClient {
             body,
             lease: Some(lease),
             replayable,
+            pace: None,
         };
         decode(self.send(call).await?.body())
     }
@@ -236,6 +250,7 @@ impl KernelClient {
             body,
             lease: Some(lease),
             replayable: Replayable::Yes,
+            pace: None,
         };
         self.send(call).await.map(drop)
     }

@@ -42,27 +42,53 @@ impl Exchange {
         replayable: Replayable,
         build: impl Fn() -> Result<http::Request<Bytes>>,
     ) -> Result<http::Response<Bytes>> {
+        self.send_paced(&self.pace(), replayable, build).await
+    }
+
+    /// The exchange's own retries and per-try timeout.
+    pub(crate) fn pace(&self) -> Pace {
+        Pace {
+            retry: self.retry,
+            timeout: self.timeout,
+        }
+    }
+
+    /// [`Exchange::send`] with the retries and per-try timeout of `pace`.
+    pub(crate) async fn send_paced(
+        &self,
+        pace: &Pace,
+        replayable: Replayable,
+        build: impl Fn() -> Result<http::Request<Bytes>>,
+    ) -> Result<http::Response<Bytes>> {
+        let retry = &pace.retry;
         let mut tries = 1;
         loop {
             let request = build()?;
             let uri = (tries == 1).then(|| request.uri().clone());
-            let outcome = self.transport.send(request, self.timeout).await;
+            let outcome = self.transport.send(request, pace.timeout).await;
             let again = match &outcome {
-                Ok(response) => self.retry.retry_status(response.status(), replayable),
-                Err(error) => self.retry.retry_transport(error, replayable),
+                Ok(response) => retry.retry_status(response.status(), replayable),
+                Err(error) => retry.retry_transport(error, replayable),
             };
-            if !again || tries >= self.retry.attempts {
+            if !again || tries >= retry.attempts {
                 return finish(outcome, &build);
             }
             match uri {
-                Some(uri) => log_first_failure(&uri, &outcome, &self.retry),
+                Some(uri) => log_first_failure(&uri, &outcome, retry),
                 None => tracing::debug!(tries, "kernel request failed; retrying"),
             }
             crate::observe::kernel_retry();
-            self.runtime.sleep(self.retry.delay(tries)).await;
+            self.runtime.sleep(retry.delay(tries)).await;
             tries += 1;
         }
     }
+}
+
+/// How a request is retried and how long each try may take.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pace {
+    pub(crate) retry: RetryPolicy,
+    pub(crate) timeout: Duration,
 }
 
 /// The first failure of a kernel request, at warn with the kernel's URL, so a wrong

@@ -15,7 +15,7 @@ use bytes::Bytes;
 use http::{HeaderValue, Method, StatusCode};
 
 pub(crate) use self::base_url::{BaseUrl, encode_segment};
-pub(crate) use self::exchange::{Exchange, network_error};
+pub(crate) use self::exchange::{Exchange, Pace, network_error};
 pub(crate) use self::lease::Lease;
 pub(crate) use self::retry::Replayable;
 use crate::Secret;
@@ -48,6 +48,8 @@ struct Call<'a> {
     body: Bytes,
     lease: Option<&'a Lease>,
     replayable: Replayable,
+    /// Retries and per-try timeout other than the exchange's (a lease renewal's).
+    pace: Option<Pace>,
 }
 
 impl KernelClient {
@@ -88,12 +90,9 @@ impl KernelClient {
     async fn send(&self, call: Call<'_>) -> Result<http::Response<Bytes>> {
         // Boxed so the futures of handlers and tools that await kernel calls stay small: an
         // idle in-flight execution holds its handler's future.
-        Box::pin(
-            self.inner
-                .exchange
-                .send(call.replayable, || self.build(&call)),
-        )
-        .await
+        let exchange = &self.inner.exchange;
+        let pace = call.pace.unwrap_or_else(|| exchange.pace());
+        Box::pin(exchange.send_paced(&pace, call.replayable, || self.build(&call))).await
     }
 
     /// Builds and signs the request afresh (a retry gets a new timestamp).

@@ -28,6 +28,7 @@ mod llm_stub_selftest;
 mod logs;
 mod mcp;
 mod metadata;
+mod outage;
 mod parity;
 mod policy;
 mod refusal;
