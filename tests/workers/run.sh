@@ -14,7 +14,6 @@
 #    present),
 # 6. runs test.mjs, which prints the wasm size and closes with "N passed, M failed".
 #
-#   tests/workers/run.sh tools      # step 1 only (CI runs it in the background from the start)
 #   tests/workers/run.sh build      # steps 1-5 only (CI builds first, then tests in the background)
 #   tests/workers/run.sh test       # step 6 only, after a build
 #
@@ -97,7 +96,6 @@ run_tests() {
 
 phase="${1:-all}"
 case "$phase" in
-  tools) install_toolchain; exit ;;
   build | all)
     install_toolchain
     build

@@ -25,7 +25,7 @@ pub(crate) async fn run(options: Options) -> Result<()> {
     let started = Instant::now();
     let load_before = crate::report::loadavg();
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-    let wants_pin = options.pin && options.setups.contains(&Setup::Pinned);
+    let wants_pin = options.pin && options.setups.iter().any(|s| s.is_pinned());
     let pin = wants_pin && cpus >= 2 && which("taskset");
     if wants_pin && !pin {
         eprintln!("note: not pinning (needs taskset and at least 2 CPUs)");
@@ -43,11 +43,11 @@ pub(crate) async fn run(options: Options) -> Result<()> {
     for rep in 0..options.reps {
         for setup in rotated(&options.setups, rep) {
             let env = Env::new(&options, setup, pin, python.clone());
-            match (&own, setup) {
+            match &own {
                 // The driver (and with it the ack sender) shares CPU 0 with the kernel.
-                (Some(_), Setup::Pinned) => pin_self("0")?,
-                (Some(cpus), Setup::Deployed) => pin_self(cpus)?,
-                (None, _) => {}
+                Some(_) if setup.is_pinned() => pin_self("0")?,
+                Some(cpus) => pin_self(cpus)?,
+                None => {}
             }
             env.repetition(rep, &mut figures).await?;
         }
@@ -109,7 +109,7 @@ impl World {
 impl Env {
     fn new(options: &Options, setup: Setup, pin: bool, python: Option<PathBuf>) -> Self {
         let spawner = Spawner {
-            pin: pin && setup == Setup::Pinned,
+            pin: pin && setup.is_pinned(),
             prefix: options.agent_prefix.clone(),
             python,
         };
@@ -128,6 +128,22 @@ impl Env {
     /// One repetition of every workload asked for, variants rotated.
     async fn repetition(&self, rep: usize, figures: &mut Figures) -> Result<()> {
         let o = &self.options;
+        if self.setup.live_only() {
+            if !o.live {
+                return Ok(());
+            }
+            for variant in rotated(&o.variants_of(self.setup), rep) {
+                eprintln!(
+                    "rep {}/{} {}: live {}",
+                    rep + 1,
+                    o.reps,
+                    self.setup.name(),
+                    variant.name()
+                );
+                self.live_replay(variant, false, figures).await?;
+            }
+            return Ok(());
+        }
         let order = rotated(&o.variants, rep);
         let say = |workload: &str, variant: Variant| {
             eprintln!(
@@ -162,12 +178,21 @@ impl Env {
     /// Fresh kernel + agent, registered and warmed up with `warm` (a [`Request::Live`]: run by
     /// the kernel process when pinned, through the client when deployed).
     async fn world(&self, variant: Variant, warm: Request) -> Result<World> {
-        let Request::Live { n, k, c, llm } = warm else {
+        let Request::Live { n, k, c, llm, .. } = warm else {
             bail!("the warm-up must be a live request");
         };
         let mut kernel = self.spawner.kernel().await?;
         let url = kernel.url.clone();
-        let (agent, webhook) = self.spawner.agent(variant, &url).await?;
+        let delay = self.options.delay_ms;
+        // The agent reaches the kernel, and the kernel the agent, through the delaying proxy.
+        let agent_side = match self.setup.is_remote() {
+            true => kernel.proxy(&url, delay).await?,
+            false => url.clone(),
+        };
+        let (agent, mut webhook) = self.spawner.agent(variant, &agent_side).await?;
+        if self.setup.is_remote() {
+            webhook = kernel.proxy(&webhook, delay).await?;
+        }
         kernel
             .request(&Request::Register {
                 agent_id: AGENT_ID.to_owned(),
@@ -176,7 +201,7 @@ impl Env {
             })
             .await?;
         let client = match self.setup {
-            Setup::Pinned => {
+            Setup::Pinned | Setup::Light | Setup::Remote | Setup::Lambda => {
                 kernel.run(&warm).await.context("warm-up")?;
                 None
             }
@@ -199,16 +224,13 @@ impl Env {
     /// Live and replay phases (tool calls, or LLM calls with `llm`) against one fresh world.
     async fn live_replay(&self, variant: Variant, llm: bool, figures: &mut Figures) -> Result<()> {
         let (k, c) = (self.options.k, self.c);
-        let n = if variant == Variant::Python {
-            self.options.n_python
-        } else {
-            self.options.n
-        };
+        let n = self.options.n_of(self.setup, variant);
         let warm = Request::Live {
             n: (2 * c).max(20),
             k,
             c,
             llm,
+            rate: None,
         };
         let mut world = self.world(variant, warm).await?;
         let (live, replay): (&LiveMetrics, &ReplayMetrics) = if llm {
@@ -221,7 +243,7 @@ impl Env {
             record_live(figures, self.key(variant), live, &phase);
             warn_provider_calls(phase.report.provider_calls, if llm { n * k } else { 0 });
         }
-        if llm || self.options.replay {
+        if llm || (self.options.replay && !self.setup.live_only()) {
             let held = world.kernel.wait(&Request::Hold { n, k, c, llm }).await?;
             let (report, cost) = self.measure_replay(&mut world, &held.ids, k).await?;
             record_replay(figures, self.key(variant), replay, &report, &cost);
@@ -241,6 +263,7 @@ impl Env {
         llm: bool,
     ) -> Result<LivePhase> {
         let c = self.c;
+        let rate = (self.setup == Setup::Light).then_some(self.options.rate);
         let World {
             kernel,
             agent,
@@ -250,7 +273,7 @@ impl Env {
         let before = Sample::take(agent, &kernel.proc).await?;
         let (mut report, ids) = match client {
             None => (
-                kernel.run(&Request::Live { n, k, c, llm }).await?,
+                kernel.run(&Request::Live { n, k, c, llm, rate }).await?,
                 Vec::new(),
             ),
             Some(client) => {
@@ -312,6 +335,7 @@ impl Env {
                 k: 1,
                 c: 4,
                 llm: false,
+                rate: None,
             };
             let mut world = self.world(variant, warm).await?;
             tokio::time::sleep(Duration::from_millis(300)).await;

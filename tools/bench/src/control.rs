@@ -28,6 +28,17 @@ pub(crate) enum Request {
         /// Make durable LLM calls to the kernel process's stub provider instead of tool calls.
         #[serde(default)]
         llm: bool,
+        /// Start an execution every `1 / rate` seconds instead, however many are in flight.
+        #[serde(default)]
+        rate: Option<f64>,
+    },
+    /// Starts a loopback TCP proxy to `upstream` (an `http://host:port` URL) that delays every
+    /// answer by `delay_ms`; replies [`Reply::Ready`] with the proxy's URL (same path).
+    Proxy {
+        /// Where the proxy connects.
+        upstream: String,
+        /// Milliseconds each chunk from `upstream` waits before it is passed on.
+        delay_ms: f64,
     },
     /// Runs `n` executions of `k` tool calls, `c` at a time, until each has recorded its `k`
     /// steps and is waiting (first attempt); they stay in flight for [`Request::Redeliver`].
@@ -128,7 +139,7 @@ pub(crate) struct WaitReport {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Reply {
-    /// The kernel is listening at this base URL (first line).
+    /// The kernel is listening at this base URL (first line), or a proxy at this URL.
     Ready(String),
     /// Done, nothing to report.
     Ok,

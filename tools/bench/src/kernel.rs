@@ -83,9 +83,14 @@ impl Driver {
                 self.agent_id = agent_id;
                 Ok(Reply::Ok)
             }
-            Request::Live { n, k, c, llm } => {
+            Request::Live { n, k, c, llm, rate } => {
                 let input = self.input(k, if llm { "llm" } else { "live" });
-                Ok(Reply::Run(self.live(n, c, input).await?))
+                let pace = rate.map_or(Pace::InFlight(c), Pace::Rate);
+                Ok(Reply::Run(self.live(n, pace, input).await?))
+            }
+            Request::Proxy { upstream, delay_ms } => {
+                let delay = Duration::from_secs_f64(delay_ms / 1e3);
+                Ok(Reply::Ready(crate::delay::start(&upstream, delay).await?))
             }
             Request::Hold { n, k, c, llm } => {
                 let input = self.input(k, if llm { "llm_hold" } else { "hold" });
@@ -127,37 +132,49 @@ impl Driver {
         Ok(created.id)
     }
 
-    /// `n` executions of `input`, `c` at a time, each waited to its end.
-    async fn live(&self, n: usize, c: usize, input: serde_json::Value) -> Result<RunReport> {
+    /// `n` executions of `input`, started as `pace` says, each waited to its end.
+    async fn live(&self, n: usize, pace: Pace, input: serde_json::Value) -> Result<RunReport> {
         let calls = self.llm.calls();
-        let next = Arc::new(AtomicUsize::new(0));
         let outcomes = Arc::new(Mutex::new(Vec::with_capacity(n)));
         let started = Instant::now();
-        let mut workers = Vec::new();
-        for _ in 0..c.clamp(1, n.max(1)) {
-            let (next, outcomes) = (next.clone(), outcomes.clone());
-            let kernel = self.kernel.clone();
-            let agent_id = self.agent_id.clone();
-            let input = input.clone();
-            workers.push(tokio::spawn(async move {
-                while next.fetch_add(1, Ordering::Relaxed) < n {
-                    let input = input.clone();
-                    let outcome = match kernel
-                        .create_execution(NewExecution::new(&agent_id, input))
-                        .await
-                    {
-                        Ok(created) => match kernel.wait_terminal(&created.id, WAIT).await {
-                            Ok(done) => (created.id, done.status, done.failure_reason),
-                            Err(error) => (created.id, ExecutionStatus::Failed, error.to_string()),
-                        },
-                        Err(error) => (String::new(), ExecutionStatus::Failed, error.to_string()),
-                    };
+        let one = {
+            let (kernel, agent_id, outcomes) =
+                (self.kernel.clone(), self.agent_id.clone(), outcomes.clone());
+            move || {
+                let (kernel, agent_id, outcomes) =
+                    (kernel.clone(), agent_id.clone(), outcomes.clone());
+                let input = input.clone();
+                async move {
+                    let outcome = run_one(&kernel, &agent_id, input).await;
                     lock(&outcomes).push(outcome);
                 }
-            }));
+            }
+        };
+        let mut tasks = Vec::new();
+        match pace {
+            Pace::InFlight(c) => {
+                let next = Arc::new(AtomicUsize::new(0));
+                for _ in 0..c.clamp(1, n.max(1)) {
+                    let (next, one) = (next.clone(), one.clone());
+                    tasks.push(tokio::spawn(async move {
+                        while next.fetch_add(1, Ordering::Relaxed) < n {
+                            one().await;
+                        }
+                    }));
+                }
+            }
+            Pace::Rate(rate) => {
+                let every = Duration::from_secs_f64(1.0 / rate);
+                let mut ticks = tokio::time::interval(every);
+                ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+                for _ in 0..n {
+                    ticks.tick().await;
+                    tasks.push(tokio::spawn(one()));
+                }
+            }
         }
-        for worker in workers {
-            worker.await?;
+        for task in tasks {
+            task.await?;
         }
         let elapsed_s = started.elapsed().as_secs_f64();
         let outcomes = std::mem::take(&mut *lock(&outcomes));
@@ -339,6 +356,33 @@ impl Driver {
             .steps(id)
             .iter()
             .any(|step| step.status == "executing")
+    }
+}
+
+/// How a live run starts its executions.
+#[derive(Debug, Clone, Copy)]
+enum Pace {
+    /// This many in flight, the next started as one ends (full load).
+    InFlight(usize),
+    /// This many per second, however many are in flight (an arrival rate).
+    Rate(f64),
+}
+
+/// Creates one execution of `input` and waits for its end: (id, status, failure reason).
+async fn run_one(
+    kernel: &DevKernel,
+    agent_id: &str,
+    input: serde_json::Value,
+) -> (String, ExecutionStatus, String) {
+    match kernel
+        .create_execution(NewExecution::new(agent_id, input))
+        .await
+    {
+        Ok(created) => match kernel.wait_terminal(&created.id, WAIT).await {
+            Ok(done) => (created.id, done.status, done.failure_reason),
+            Err(error) => (created.id, ExecutionStatus::Failed, error.to_string()),
+        },
+        Err(error) => (String::new(), ExecutionStatus::Failed, error.to_string()),
     }
 }
 

@@ -18,6 +18,7 @@ mod agent;
 mod alloc_count;
 mod bench;
 mod control;
+mod delay;
 mod deployed;
 mod floor;
 mod gaps;

@@ -17,11 +17,20 @@ Workloads (default: all):
   llm      N executions x K durable LLM calls to a stub provider in the kernel process,
            C in flight; then re-delivered so every call replays (rust, python; not in all)
 
-Setups (--setup, default both; every figure is reported per setup):
-  pinned    driver and kernel on CPU 0, agent on CPU 1 (taskset -c); the kernel process
-            creates the executions and waits on them in-process
+Setups (--setup, a comma list, default all five; every figure is reported per setup):
+  pinned    full load: driver and kernel on CPU 0, agent on CPU 1 (taskset -c); the kernel
+            process creates the executions, C at a time, and waits on them in-process
   deployed  nothing pinned; the driver creates the executions and waits on them through
             rebuno::client::Client over HTTP (its wait polls: 50 ms doubling to 1 s)
+  light     placed as pinned; the same arrival rate offered to every agent (--rate executions
+            per second, however many are in flight): the live workload only, every variant
+            on both runtimes
+  remote    placed as pinned, C in flight, every kernel request and every webhook through a
+            loopback proxy that delays each answer by --delay-ms (a kernel across a network):
+            the live workload only, every variant on both runtimes
+  lambda    one execution at a time (as one Lambda sandbox runs them), the agent on a
+            current-thread runtime, the kernel remote as above: the live workload only
+  (both = pinned,deployed)
 
 Options:
   --n N             executions per live/replay run, rust and floor (default 1000)
@@ -30,6 +39,10 @@ Options:
   --c C             executions in flight, pinned setup    (default 16)
   --c-deployed C    executions in flight, deployed setup  (default 64: enough to keep the
                     agent busy although Client::wait polls)
+  --rate R          executions started per second, light setup (default 40)
+  --n-light N       executions per light run, every variant (default 400)
+  --n-lambda N      executions per lambda run, one at a time (default 100)
+  --delay-ms D      the answer delay of the remote and lambda setups' proxy (default 1)
   --m M             idle executions in flight             (default 1000)
   --reps R          interleaved repetitions               (default 3)
   --variants LIST   comma list of rust,python,floor       (default all three)
@@ -126,13 +139,20 @@ impl Variant {
     }
 }
 
-/// How the processes are placed and who creates the executions.
+/// How the processes are placed, who creates the executions, and at which load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) enum Setup {
-    /// Driver + kernel on CPU 0, agent on CPU 1; the kernel process creates and waits.
+    /// Driver + kernel on CPU 0, agent on CPU 1; the kernel process creates and waits, `C`
+    /// executions in flight (full load).
     Pinned,
     /// Nothing pinned; the driver creates and waits through `rebuno::client::Client`.
     Deployed,
+    /// Placed as pinned; executions started at a fixed rate (light load).
+    Light,
+    /// Placed as pinned, `C` in flight, the kernel behind a delaying proxy.
+    Remote,
+    /// One execution at a time on a current-thread runtime, the kernel behind the proxy.
+    Lambda,
 }
 
 impl Setup {
@@ -140,8 +160,49 @@ impl Setup {
         match self {
             Self::Pinned => "pinned",
             Self::Deployed => "deployed",
+            Self::Light => "light",
+            Self::Remote => "remote",
+            Self::Lambda => "lambda",
         }
     }
+
+    /// Whether the driver and kernel share CPU 0 and the agent has CPU 1 (when pinning).
+    pub(crate) fn is_pinned(self) -> bool {
+        self != Self::Deployed
+    }
+
+    /// Whether only the live workload runs (the loads added to the two original setups).
+    pub(crate) fn live_only(self) -> bool {
+        matches!(self, Self::Light | Self::Remote | Self::Lambda)
+    }
+
+    /// Whether the kernel sits behind the delaying proxy.
+    pub(crate) fn is_remote(self) -> bool {
+        matches!(self, Self::Remote | Self::Lambda)
+    }
+
+    fn parse(name: &str) -> Result<Vec<Self>> {
+        Ok(match name {
+            "pinned" => vec![Self::Pinned],
+            "deployed" => vec![Self::Deployed],
+            "light" => vec![Self::Light],
+            "remote" => vec![Self::Remote],
+            "lambda" => vec![Self::Lambda],
+            "both" => vec![Self::Pinned, Self::Deployed],
+            "all" => Self::ALL.to_vec(),
+            other => bail!(
+                "unknown setup {other:?} (pinned, deployed, light, remote, lambda, both, all)"
+            ),
+        })
+    }
+
+    const ALL: [Self; 5] = [
+        Self::Pinned,
+        Self::Deployed,
+        Self::Light,
+        Self::Remote,
+        Self::Lambda,
+    ];
 }
 
 /// Command-line options.
@@ -161,9 +222,17 @@ pub(crate) struct Options {
     pub(crate) reps: usize,
     /// With the runtime variants expanded, in column order.
     pub(crate) variants: Vec<Variant>,
+    /// As given, before the runtimes expanded them.
+    pub(crate) asked: Vec<Variant>,
     pub(crate) setups: Vec<Setup>,
     pub(crate) ack_rate: u32,
     pub(crate) ack_secs: f64,
+    /// Executions started per second in the light setup.
+    pub(crate) rate: f64,
+    pub(crate) n_light: usize,
+    pub(crate) n_lambda: usize,
+    /// The remote proxy's delay of each answer, in milliseconds.
+    pub(crate) delay_ms: f64,
     pub(crate) pin: bool,
     pub(crate) python: Option<PathBuf>,
     pub(crate) agent_prefix: Vec<String>,
@@ -187,9 +256,14 @@ impl Options {
             m: 1000,
             reps: 3,
             variants: vec![Variant::Rust, Variant::Python, Variant::Floor],
-            setups: vec![Setup::Pinned, Setup::Deployed],
+            asked: Vec::new(),
+            setups: Setup::ALL.to_vec(),
             ack_rate: 1000,
             ack_secs: 5.0,
+            rate: 40.0,
+            n_light: 400,
+            n_lambda: 100,
+            delay_ms: 1.0,
             pin: true,
             python: None,
             agent_prefix: Vec::new(),
@@ -224,6 +298,10 @@ impl Options {
                 "--agent-runtime" => runtimes = agent_runtimes(&value(arg)?)?,
                 "--ack-rate" => options.ack_rate = value(arg)?.parse()?,
                 "--ack-secs" => options.ack_secs = value(arg)?.parse()?,
+                "--rate" => options.rate = value(arg)?.parse()?,
+                "--n-light" => options.n_light = value(arg)?.parse()?,
+                "--n-lambda" => options.n_lambda = value(arg)?.parse()?,
+                "--delay-ms" => options.delay_ms = value(arg)?.parse()?,
                 "--no-pin" => options.pin = false,
                 "--python" => options.python = Some(PathBuf::from(value(arg)?)),
                 "--agent-prefix" => {
@@ -235,6 +313,7 @@ impl Options {
             }
             first = false;
         }
+        options.asked = options.variants.clone();
         options.variants = expand(&options.variants, &runtimes);
         options.check()?;
         Ok(options)
@@ -256,29 +335,60 @@ impl Options {
             self.c,
             self.c_deployed,
             self.reps,
+            self.n_light,
+            self.n_lambda,
         ];
         if sizes.contains(&0) {
-            bail!("--n, --n-python, --k, --c, --c-deployed and --reps must be positive");
+            bail!(
+                "--n, --n-python, --k, --c, --c-deployed, --n-light, --n-lambda and --reps must be positive"
+            );
+        }
+        if !(self.rate > 0.0 && self.delay_ms >= 0.0) {
+            bail!("--rate must be positive and --delay-ms at least 0");
         }
         Ok(())
     }
 
-    /// Executions in flight in `setup`.
+    /// Executions in flight in `setup` (in the light setup, as many as the rate makes).
     pub(crate) fn c_of(&self, setup: Setup) -> usize {
         match setup {
-            Setup::Pinned => self.c,
+            Setup::Pinned | Setup::Light | Setup::Remote => self.c,
             Setup::Deployed => self.c_deployed,
+            Setup::Lambda => 1,
+        }
+    }
+
+    /// The variants of `setup`'s columns: the light and remote loads run every variant asked
+    /// for on both runtimes, the Lambda-like one on the current-thread runtime only.
+    pub(crate) fn variants_of(&self, setup: Setup) -> Vec<Variant> {
+        match setup {
+            Setup::Pinned | Setup::Deployed => self.variants.clone(),
+            Setup::Light | Setup::Remote => expand(&self.asked, &[false, true]),
+            Setup::Lambda => expand(&self.asked, &[true]),
+        }
+    }
+
+    /// Executions per live run of `variant` in `setup`.
+    pub(crate) fn n_of(&self, setup: Setup, variant: Variant) -> usize {
+        match setup {
+            Setup::Light => self.n_light,
+            Setup::Lambda => self.n_lambda,
+            _ if variant == Variant::Python => self.n_python,
+            _ => self.n,
         }
     }
 }
 
 fn setups(value: &str) -> Result<Vec<Setup>> {
-    match value {
-        "pinned" => Ok(vec![Setup::Pinned]),
-        "deployed" => Ok(vec![Setup::Deployed]),
-        "both" => Ok(vec![Setup::Pinned, Setup::Deployed]),
-        other => bail!("unknown setup {other:?} (pinned, deployed, both)"),
+    let mut setups = Vec::new();
+    for name in value.split(',') {
+        for setup in Setup::parse(name.trim())? {
+            if !setups.contains(&setup) {
+                setups.push(setup);
+            }
+        }
     }
+    Ok(setups)
 }
 
 /// `false` is the multi-thread runtime, `true` the current-thread one.
@@ -326,7 +436,21 @@ mod tests {
         );
         let current = parse("live --variants floor,rust --agent-runtime current");
         assert_eq!(current.variants, [Variant::RustCt, Variant::FloorCt]);
-        assert_eq!(parse("ack").setups, [Setup::Pinned, Setup::Deployed]);
+        assert_eq!(parse("ack").setups, Setup::ALL);
+        assert_eq!(
+            parse("ack --setup both").setups,
+            [Setup::Pinned, Setup::Deployed]
+        );
         assert_eq!(parse("ack --setup deployed").setups, [Setup::Deployed]);
+        let lambda = parse("live --variants rust,python --setup light,lambda");
+        assert_eq!(lambda.setups, [Setup::Light, Setup::Lambda]);
+        assert_eq!(
+            lambda.variants_of(Setup::Light),
+            [Variant::Rust, Variant::RustCt, Variant::Python]
+        );
+        assert_eq!(
+            lambda.variants_of(Setup::Lambda),
+            [Variant::RustCt, Variant::Python]
+        );
     }
 }

@@ -114,6 +114,19 @@ impl KernelProc {
         }
     }
 
+    /// A proxy in the kernel process to `upstream` that delays every answer by `delay_ms`:
+    /// its URL.
+    pub(crate) async fn proxy(&mut self, upstream: &str, delay_ms: f64) -> Result<String> {
+        let request = Request::Proxy {
+            upstream: upstream.to_owned(),
+            delay_ms,
+        };
+        match self.request(&request).await? {
+            Reply::Ready(url) => Ok(url),
+            other => bail!("unexpected reply {other:?}"),
+        }
+    }
+
     pub(crate) async fn run(&mut self, request: &Request) -> Result<RunReport> {
         match self.request(request).await? {
             Reply::Run(report) => {
