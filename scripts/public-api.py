@@ -14,7 +14,6 @@ CI runs `check`: a change to the public API must come with its updated snapshot.
 
 import difflib
 import html
-import os
 import re
 import sys
 from pathlib import Path
@@ -26,7 +25,7 @@ CRATES = {
     "rebuno_hyper": ROOT / "target/doc/rebuno_hyper",
     "rebuno_lambda": ROOT / "target/doc/rebuno_lambda",
     "rebuno_devkernel": ROOT / "target/doc/rebuno_devkernel",
-    "rebuno_workers": ROOT / os.environ.get("WASM_TARGET_DIR", "target/wasm") / "wasm32-unknown-unknown/doc/rebuno_workers",
+    "rebuno_workers": ROOT / "target/wasm32-unknown-unknown/doc/rebuno_workers",
 }
 PAGE = re.compile(r"^(struct|enum|trait|fn|macro|constant|static|type|union|attr|derive|traitalias)\.(.+)\.html$")
 REEXPORT = re.compile(r'id="reexport\.([^"]+)"')

@@ -41,7 +41,7 @@ Options:
                     agent busy although Client::wait polls)
   --rate R          executions started per second, light setup (default 40)
   --n-light N       executions per light run, every variant (default 400)
-  --n-lambda N      executions per lambda run, one at a time (default 100)
+  --n-lambda N      executions per lambda run, one at a time (default 300)
   --delay-ms D      the answer delay of the remote and lambda setups' proxy (default 1)
   --m M             idle executions in flight             (default 1000)
   --reps R          interleaved repetitions               (default 3)
@@ -262,7 +262,7 @@ impl Options {
             ack_secs: 5.0,
             rate: 40.0,
             n_light: 400,
-            n_lambda: 100,
+            n_lambda: 300,
             delay_ms: 1.0,
             pin: true,
             python: None,
