@@ -58,13 +58,11 @@ build() {
   step "npm ci"
   (cd "$here" && npm ci --no-audit --no-fund --loglevel=error)
   step "cargo build rebuno-dev e2b-standin"
-  (cd "$root" && cargo build --quiet -p rebuno-devkernel --bin rebuno-dev -p rebuno-e2b-standin --bin e2b-standin)
-  # WORKERS_QUICK_BUILD=1 (CI) builds without LTO and with 16 codegen units: about a third of
-  # the time, a larger module; the fresh Worker projects (scripts/fresh-projects.sh) build with
-  # the README's size settings and check its stated size.
-  local lto=true units=1
-  [ -z "${WORKERS_QUICK_BUILD:-}" ] || { lto=false units=16; }
-  step "worker-build --release (examples/workers; lto=$lto, codegen-units=$units)"
+  # One command each: rebuno-dev then builds as scripts/fresh-projects.sh builds it (the same
+  # features), so there it is already built; together they built the core twice (about 60 s).
+  (cd "$root" && cargo build --quiet -p rebuno-devkernel --bin rebuno-dev &&
+    cargo build --quiet -p rebuno-e2b-standin --bin e2b-standin)
+  step "worker-build --release (examples/workers)"
   # Local tools instead of worker-build's downloads from GitHub; size settings via the
   # environment so the workspace's release profile stays as it is.
   (
@@ -73,8 +71,8 @@ build() {
       WASM_OPT_BIN="$here/node_modules/.bin/wasm-opt" \
       ESBUILD_BIN="$here/node_modules/.bin/esbuild" \
       CARGO_PROFILE_RELEASE_OPT_LEVEL=z \
-      CARGO_PROFILE_RELEASE_LTO="$lto" \
-      CARGO_PROFILE_RELEASE_CODEGEN_UNITS="$units" \
+      CARGO_PROFILE_RELEASE_LTO=true \
+      CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
       CARGO_PROFILE_RELEASE_STRIP=symbols \
       worker-build --release . --features rig,otel # both opt-in (see its Cargo.toml)
   )
