@@ -39,8 +39,9 @@ Options:
   --c C             executions in flight, pinned setup    (default 16)
   --c-deployed C    executions in flight, deployed setup  (default 64: enough to keep the
                     agent busy although Client::wait polls)
-  --rate R          executions started per second, light setup (default 40)
-  --n-light N       executions per light run, every variant (default 400)
+  --rate R          executions started per second, light setup (default 10: below every
+                    variant's capacity, python's included, on a 2-core machine)
+  --n-light N       executions per light run, every variant (default 200)
   --n-lambda N      executions per lambda run, one at a time (default 300)
   --delay-ms D      the answer delay of the remote and lambda setups' proxy (default 1)
   --m M             idle executions in flight             (default 1000)
@@ -260,8 +261,8 @@ impl Options {
             setups: Setup::ALL.to_vec(),
             ack_rate: 1000,
             ack_secs: 5.0,
-            rate: 40.0,
-            n_light: 400,
+            rate: 10.0,
+            n_light: 200,
             n_lambda: 300,
             delay_ms: 1.0,
             pin: true,
