@@ -19,7 +19,16 @@ use tokio::sync::watch;
 
 /// An agent whose handler records "before", waits for `gate`, then records "after".
 fn gated(kernel: &DevKernel, gate: watch::Receiver<bool>, afters: Arc<AtomicUsize>) -> Agent {
-    agent(kernel, "gated")
+    gated_by(agent(kernel, "gated"), gate, afters)
+}
+
+/// [`gated`] from `builder` (another id or kernel URL).
+pub(crate) fn gated_by(
+    builder: rebuno::AgentBuilder,
+    gate: watch::Receiver<bool>,
+    afters: Arc<AtomicUsize>,
+) -> Agent {
+    builder
         .handler_with_state((gate, afters), |(mut gate, afters), _: Value| async move {
             step("before", || async { Ok::<_, HandlerError>(1) }).await?;
             let _ = gate.wait_for(|open| *open).await;

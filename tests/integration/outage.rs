@@ -6,6 +6,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::disallowed_methods)]
 
+use crate::lease::gated_by;
 use crate::support;
 
 use std::net::SocketAddr;
@@ -13,10 +14,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use rebuno::Agent;
 use rebuno::wire::ExecutionStatus;
-use rebuno::{Agent, HandlerError, step};
 use rebuno_devkernel::{AgentSpec, DevKernel, NewExecution};
-use serde_json::{Value, json};
+use serde_json::json;
 use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -90,25 +91,6 @@ async fn relay(
     }
 }
 
-/// An agent whose handler takes a step, waits for `gate`, then takes another step.
-fn gated(kernel_url: String, gate: watch::Receiver<bool>, afters: Arc<AtomicUsize>) -> Agent {
-    Agent::builder("outage")
-        .secret(SECRET)
-        .base_url(kernel_url)
-        .handler_with_state((gate, afters), |(mut gate, afters), _: Value| async move {
-            step("before", || async { Ok::<_, HandlerError>(1) }).await?;
-            let _ = gate.wait_for(|open| *open).await;
-            step("after", || async {
-                afters.fetch_add(1, Ordering::SeqCst);
-                Ok::<_, HandlerError>(2)
-            })
-            .await?;
-            Ok::<_, HandlerError>("done")
-        })
-        .build()
-        .expect("agent config")
-}
-
 #[tokio::test]
 async fn a_run_keeps_its_lease_through_a_kernel_outage_shorter_than_the_lease() {
     let _trace = trace_init();
@@ -126,7 +108,10 @@ async fn a_run_keeps_its_lease_through_a_kernel_outage_shorter_than_the_lease() 
     let proxy = Proxy::start(upstream).await;
     let afters = Arc::new(AtomicUsize::new(0));
     let (open, gate) = watch::channel(false);
-    let served = serve(gated(proxy.url(), gate, Arc::clone(&afters))).await;
+    let builder = Agent::builder("outage")
+        .secret(SECRET)
+        .base_url(proxy.url());
+    let served = serve(gated_by(builder, gate, Arc::clone(&afters))).await;
     kernel
         .register_agent(AgentSpec::new("outage", served.webhook_url(), SECRET))
         .expect("register");
