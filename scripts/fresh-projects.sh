@@ -140,8 +140,14 @@ lambda_host() {
   # FRESH_FULL_RELEASE=1 builds it as the README says, `--release` (about 5 min from scratch).
   local profile=()
   [ -n "${FRESH_FULL_RELEASE:-}" ] && profile=(--release)
-  say "lambda: cargo lambda build ${profile[*]}"
-  (cd "$dir" && cargo lambda build "${profile[@]}")
+  # With cargo as the compiler (cargo-lambda's default, zig, cross-links against an old glibc)
+  # the build's target is the host's, named: `cargo lambda watch` below then builds for that
+  # named target too and finds everything built (it rebuilt every dependency otherwise, ~60 s).
+  local compiler="${CARGO_LAMBDA_COMPILER:-cargo}" lambda_env
+  lambda_env=(CARGO_LAMBDA_COMPILER="$compiler")
+  [ "$compiler" != cargo ] || lambda_env+=(CARGO_BUILD_TARGET="$(rustc -vV | sed -n 's/^host: //p')")
+  say "lambda: cargo lambda build ${profile[*]} (${lambda_env[*]})"
+  (cd "$dir" && env "${lambda_env[@]}" cargo lambda build "${profile[@]}")
   say "lambda: cargo lambda deploy --dry"
   dry="$(cd "$dir" && REBUNO_AGENT_SECRET="$secret" cargo lambda deploy --dry hello-lambda 2>&1)" || fail "deploy --dry: $dry"
   printf '%s\n' "$dry" | tail -n 5
@@ -150,7 +156,7 @@ lambda_host() {
   (cd "$root" && REBUNO_LAMBDA_BOOTSTRAP="$CARGO_TARGET_DIR/lambda/hello-lambda/bootstrap" \
     REBUNO_LAMBDA_AGENT=hello REBUNO_LAMBDA_INPUT='"Ada"' REBUNO_LAMBDA_OUTPUT='"hello, Ada"' \
     cargo test --quiet --workspace --test simulator -- --ignored packaged_bootstrap_completes_one_execution)
-  walk lambda
+  (export "${lambda_env[@]}" && walk lambda)
 }
 
 # npm_offline DIR: a directory with an `npm` for the README's tool command: `npm install` links
@@ -186,8 +192,12 @@ worker_host() { # worker_host HOST: worker or worker-do
   say "$host: the README's tool command: $(cat "$dir/tools.sh")"
   (cd "$dir" && PATH="$shim:$PATH" bash -e tools.sh)
   if [ "$host" = worker ]; then
-    say "worker: cargo check (the project's .cargo/config.toml targets wasm32)"
-    (cd "$dir" && cargo check --quiet)
+    # What a plain `cargo check` or rust-analyzer in the project relies on. (Running `cargo check`
+    # itself cost a wasm32 check of every dependency, about 65 s, for what the walkthrough's
+    # build below compiles anyway.)
+    say "worker: the project's .cargo/config.toml makes wasm32 the default target"
+    python3 -c 'import sys, tomllib; t = tomllib.load(open(sys.argv[1], "rb")).get("build", {}).get("target"); sys.exit(0 if t == "wasm32-unknown-unknown" else f"build.target is {t!r}, not wasm32-unknown-unknown")' \
+      "$dir/.cargo/config.toml" || fail "worker: .cargo/config.toml"
   fi
   walk "$host" 1200 # wrangler dev builds it first: worker-build --release, from its wrangler.toml
   grep -qE 'execution_id=.*run started|run started.*execution_id=' "$out/$host-dev.log" ||

@@ -14,6 +14,7 @@
 #    present),
 # 6. runs test.mjs, which prints the wasm size and closes with "N passed, M failed".
 #
+#   tests/workers/run.sh tools      # step 1 only (CI compiles the tools while its tests run)
 #   tests/workers/run.sh build      # steps 1-5 only (CI builds first, then tests in the background)
 #   tests/workers/run.sh test       # step 6 only, after a build
 #
@@ -94,6 +95,7 @@ run_tests() {
 
 phase="${1:-all}"
 case "$phase" in
+  tools) install_toolchain ;;
   build | all)
     install_toolchain
     build
@@ -103,6 +105,6 @@ case "$phase" in
     "$root/tests/integration/mcp/setup.sh" >/dev/null
     ;;& # `all` goes on to the tests
   test | all) run_tests ;;
-  build) ;;
-  *) echo "usage: tests/workers/run.sh [build|test]" >&2; exit 2 ;;
+  build | tools) ;;
+  *) echo "usage: tests/workers/run.sh [tools|build|test]" >&2; exit 2 ;;
 esac
