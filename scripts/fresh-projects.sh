@@ -42,7 +42,28 @@ fail() { printf 'FAIL: %s\n' "$*" >&2; exit 1; }
 cleanup() { for pid in "${pids[@]}"; do kill -- "$pid" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# free_port: a loopback port free a moment ago, from the 6,000 ports 6,000 below the kernel's
+# ephemeral range (tests/workers/test.mjs, which runs beside this script in CI, takes the 6,000
+# below those): a port from bind(0) can be taken by any outgoing connection before the kernel
+# or agent started on it binds it.
+free_port() {
+  python3 - "$out/ports-handed-out" <<'PY'
+import random, socket, sys
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0]) - 6000
+handed = open(sys.argv[1], "a+"); handed.seek(0); taken = set(handed.read().split())
+for _ in range(100):
+    port = random.randrange(low, low + 6000) if low >= 1024 else 0
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    port = s.getsockname()[1]
+    if str(port) not in taken:
+        handed.write(f"{port}\n"); print(port); sys.exit(0)
+sys.exit("no free loopback port")
+PY
+}
 
 wait_http() { # wait_http URL
   for _ in $(seq 1 300); do curl -fsS -o /dev/null "$1" 2>/dev/null && return 0; sleep 0.1; done
@@ -231,8 +252,10 @@ walkthrough_project() {
 rm -rf "$out"
 mkdir -p "$out"
 python3 "$root/scripts/fresh/extract.py" "$out" "$root/README.md" "$root/devkernel/docs/testing.md" >/dev/null
-cargo build --quiet --manifest-path "$root/Cargo.toml" -p rebuno-devkernel --bin rebuno-dev
 dev="$CARGO_TARGET_DIR/debug/rebuno-dev"
+# REBUNO_BINARIES_FROM_TESTS (.ci/run): the one `cargo test --workspace` built.
+[ -n "${REBUNO_BINARIES_FROM_TESTS:-}" ] && [ -x "$dev" ] ||
+  cargo build --quiet --manifest-path "$root/Cargo.toml" -p rebuno-devkernel --bin rebuno-dev
 for host in "${hosts[@]}"; do
   started=$SECONDS
   case "$host" in

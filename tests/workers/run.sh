@@ -15,7 +15,9 @@
 # 6. runs test.mjs, which prints the wasm size and closes with "N passed, M failed".
 #
 #   tests/workers/run.sh tools      # step 1 only (CI compiles the tools while its tests run)
-#   tests/workers/run.sh build      # steps 1-5 only (CI builds first, then tests in the background)
+#   tests/workers/run.sh prepare    # step 2, and step 3's rebuno-dev and stand-in
+#   tests/workers/run.sh example    # step 3's example Worker only (after tools and prepare)
+#   tests/workers/run.sh build      # steps 1-5
 #   tests/workers/run.sh test       # step 6 only, after a build
 #
 # WORKERS_TESTS=regex runs only the tests whose name matches.
@@ -55,20 +57,34 @@ install_toolchain() {
   fi
 }
 
-build() {
+prepare() {
   step "npm ci"
   (cd "$here" && npm ci --no-audit --no-fund --loglevel=error)
-  step "cargo build rebuno-dev e2b-standin"
-  # One command each: rebuno-dev then builds as scripts/fresh-projects.sh builds it (the same
-  # features), so there it is already built; together they built the core twice (about 60 s).
-  (cd "$root" && cargo build --quiet -p rebuno-devkernel --bin rebuno-dev &&
-    cargo build --quiet -p rebuno-e2b-standin --bin e2b-standin)
+  if [ -n "${REBUNO_BINARIES_FROM_TESTS:-}" ]; then
+    # .ci/run: `cargo test --workspace` has just built both (integration tests run them), with
+    # the test build's features; built again here with their own, they cost about 75 s.
+    step "rebuno-dev and e2b-standin: the ones cargo test built"
+    for bin in rebuno-dev e2b-standin; do
+      [ -x "$CARGO_TARGET_DIR/debug/$bin" ] || { echo "REBUNO_BINARIES_FROM_TESTS is set but $CARGO_TARGET_DIR/debug/$bin is missing: run cargo test --workspace first" >&2; exit 1; }
+    done
+  else
+    step "cargo build rebuno-dev e2b-standin"
+    # One command each: rebuno-dev then builds as scripts/fresh-projects.sh builds it (the same
+    # features), so there it is already built; together they built the core twice (about 60 s).
+    (cd "$root" && cargo build --quiet -p rebuno-devkernel --bin rebuno-dev &&
+      cargo build --quiet -p rebuno-e2b-standin --bin e2b-standin)
+  fi
+}
+
+build_example() {
   step "worker-build --release (examples/workers)"
   # Local tools instead of worker-build's downloads from GitHub; size settings via the
-  # environment so the workspace's release profile stays as it is.
+  # environment so the workspace's release profile stays as it is. WORKERS_TARGET_DIR: a
+  # target directory of its own, so that other cargo commands need not wait for this one.
   (
     cd "$root/examples/workers"
-    WASM_BINDGEN_BIN="$(command -v wasm-bindgen)" \
+    CARGO_TARGET_DIR="${WORKERS_TARGET_DIR:-$CARGO_TARGET_DIR}" \
+      WASM_BINDGEN_BIN="$(command -v wasm-bindgen)" \
       WASM_OPT_BIN="$here/node_modules/.bin/wasm-opt" \
       ESBUILD_BIN="$here/node_modules/.bin/esbuild" \
       CARGO_PROFILE_RELEASE_OPT_LEVEL=z \
@@ -96,15 +112,18 @@ run_tests() {
 phase="${1:-all}"
 case "$phase" in
   tools) install_toolchain ;;
+  prepare) prepare ;;
+  example) build_example ;;
   build | all)
     install_toolchain
-    build
+    prepare
+    build_example
     step "scripts/interop-venv.sh (rotel, opentelemetry-proto)"
     "$root/scripts/interop-venv.sh" >/dev/null
     step "tests/integration/mcp/setup.sh (the MCP fixture's venv)"
     "$root/tests/integration/mcp/setup.sh" >/dev/null
     ;;& # `all` goes on to the tests
   test | all) run_tests ;;
-  build | tools) ;;
-  *) echo "usage: tests/workers/run.sh [tools|build|test]" >&2; exit 2 ;;
+  build | tools | prepare | example) ;;
+  *) echo "usage: tests/workers/run.sh [tools|prepare|example|build|test]" >&2; exit 2 ;;
 esac

@@ -86,8 +86,49 @@ const LIMITS = { REBUNO_WAIT_UNTIL_SECONDS: "6", REBUNO_DEADLINE_MARGIN_SECONDS:
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-/** A free loopback port. */
-function freePort() {
+/**
+ * A loopback port that was free a moment ago and that nothing else will be handed meanwhile.
+ *
+ * Workers bind their ports seconds after they are chosen (after the kernel and fixtures start).
+ * A port from bind(0) comes from the kernel's ephemeral range, which every outgoing connection
+ * on the machine draws from too: in CI, with the fresh projects building and running beside
+ * these tests, one was taken in that window (Miniflare's ERR_ADDRESS_IN_USE). So the ports come
+ * from the 6,000 below that range (scripts/fresh-projects.sh takes the 6,000 below those), and
+ * none is handed out twice.
+ */
+async function freePort() {
+  const low = ephemeralLow() - 12000;
+  if (low < 1024) return boundByKernel(); // an unusual range: fall back to bind(0)
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const port = low + Math.floor(Math.random() * 6000);
+    if (!handedOut.has(port) && (await canBind(port))) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+  throw new Error(`no free loopback port in ${low}-${low + 5999}`);
+}
+
+const handedOut = new Set();
+
+/** The first port of Linux's ephemeral range (32768 when it cannot be read). */
+function ephemeralLow() {
+  try {
+    return Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]) || 32768;
+  } catch {
+    return 32768;
+  }
+}
+
+function canBind(port) {
+  return new Promise((ok) => {
+    const server = createServer();
+    server.once("error", () => ok(false));
+    server.listen(port, "127.0.0.1", () => server.close(() => ok(true)));
+  });
+}
+
+function boundByKernel() {
   return new Promise((ok, fail) => {
     const server = createServer();
     server.once("error", fail);
