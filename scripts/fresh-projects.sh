@@ -42,10 +42,10 @@ fail() { printf 'FAIL: %s\n' "$*" >&2; exit 1; }
 cleanup() { for pid in "${pids[@]}"; do kill -- "$pid" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
-# free_port: a loopback port free a moment ago, from the 6,000 ports 6,000 below the kernel's
-# ephemeral range (tests/workers/test.mjs, which runs beside this script in CI, takes the 6,000
-# below those): a port from bind(0) can be taken by any outgoing connection before the kernel
-# or agent started on it binds it.
+# free_port: a loopback port free a moment ago, from the 6,000 right below the kernel's ephemeral
+# range (tests/workers/test.mjs, which runs beside this script in CI, takes the 6,000 below those):
+# a port from bind(0) can be taken by any outgoing connection before the kernel or agent started
+# on it binds it.
 free_port() {
   python3 - "$out/ports-handed-out" <<'PY'
 import random, socket, sys

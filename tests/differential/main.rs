@@ -19,6 +19,8 @@
 #[path = "../integration/support/llm_stub.rs"]
 #[allow(dead_code, unreachable_pub)]
 mod llm_stub;
+#[path = "../integration/support/ports.rs"]
+mod ports;
 #[path = "../integration/support/pyagent.rs"]
 mod pyagent;
 #[path = "../integration/support/otlp/venv.rs"]

@@ -20,7 +20,8 @@ use serde_json::Value;
 
 use crate::kit::Kit;
 use crate::llm_stub::LlmStub;
-use crate::pyagent::{PyAgent, Ready, Uvicorn, free_port};
+use crate::ports::free_port;
+use crate::pyagent::{PyAgent, Ready, Uvicorn};
 use crate::venv::{python, repo};
 
 /// The agents' HMAC secret.

@@ -55,7 +55,8 @@ const INDETERMINATE: &str =
 // Python venv and agent processes
 // ---------------------------------------------------------------------------------------------
 
-use crate::support::pyagent::{PyAgent, Ready, Uvicorn, free_port};
+use crate::support::ports::free_port;
+use crate::support::pyagent::{PyAgent, Ready, Uvicorn};
 use crate::support::venv::{python, repo};
 
 /// One test's world: a dev kernel, its Python agents and a scratch directory.

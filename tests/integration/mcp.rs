@@ -876,13 +876,7 @@ fn spawn_python_fixture_with(port: u16, effects: &Path, more: &[&str]) -> tokio:
         .expect("python fixture server")
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use crate::support::ports::free_port;
 
 async fn wait_listening(port: u16) {
     for _ in 0..1500 {

@@ -93,7 +93,8 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
  * A port from bind(0) comes from the kernel's ephemeral range, which every outgoing connection
  * on the machine draws from too: in CI, with the fresh projects building and running beside
  * these tests, one was taken in that window (Miniflare's ERR_ADDRESS_IN_USE). So the ports come
- * from the 6,000 below that range (scripts/fresh-projects.sh takes the 6,000 below those), and
+ * from the 6,000 that start 12,000 below that range (scripts/fresh-projects.sh takes the 6,000
+ * right below it, the Rust tests' tests/integration/support/ports.rs the 6,000 below these), and
  * none is handed out twice.
  */
 async function freePort() {

@@ -24,6 +24,10 @@ mod late_ack;
 mod limits;
 mod policy_approvals;
 mod policy_test;
+/// Loopback ports for the rebuno-dev processes these tests start (shared with the core's tests).
+#[path = "../../../tests/integration/support/ports.rs"]
+#[allow(unreachable_pub)]
+mod ports;
 mod recovery;
 mod redeliver;
 mod replay;

@@ -144,10 +144,7 @@ pub(crate) fn kill(child: &mut Child) {
 }
 
 pub(crate) fn free_port() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+    SocketAddr::from(([127, 0, 0, 1], crate::ports::free_port()))
 }
 
 struct Dirs {

@@ -15,6 +15,7 @@ pub mod llm_stub;
 pub mod logs;
 pub mod notebook;
 pub mod otlp;
+pub mod ports;
 pub mod pyagent;
 pub mod venv;
 

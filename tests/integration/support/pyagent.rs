@@ -121,9 +121,3 @@ pub enum Ready {
     Exited(std::process::ExitStatus),
     TimedOut,
 }
-
-/// A loopback port free a moment ago.
-pub fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a probe port");
-    listener.local_addr().expect("probe addr").port()
-}

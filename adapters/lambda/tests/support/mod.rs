@@ -17,6 +17,9 @@ pub mod harness;
 pub mod llm_stub;
 pub mod markers;
 pub mod otlp;
+/// Loopback ports for the OTLP receiver's processes (its `crate::support::ports`).
+#[path = "../../../../tests/integration/support/ports.rs"]
+pub mod ports;
 
 /// Tells the re-executed test binary which function to run (see `function_process`).
 pub const ROLE_ENV: &str = "REBUNO_LAMBDA_TEST_ROLE";

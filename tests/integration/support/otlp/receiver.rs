@@ -7,7 +7,7 @@
 //! The includer provides `python()` (the interop venv's interpreter, from
 //! `scripts/interop-venv.sh`) and `repo()` (the repository's root) in its parent module.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -24,12 +24,7 @@ pub struct Receiver {
     children: Vec<Child>,
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .unwrap()
-}
+use crate::support::ports::free_port;
 
 fn wait_listening(port: u16, child: &mut Child, what: &str, log: &PathBuf) {
     let deadline = Instant::now() + Duration::from_secs(20);
