@@ -3,20 +3,21 @@
 #
 #   tests/workers/run.sh            # from anywhere; honours CARGO_TARGET_DIR
 #
-# 1. installs the pinned toolchain when missing (worker-build 0.8.7, wasm-bindgen-cli 0.2.130,
-#    the wasm32 target: about 4 min on a fresh 2-core machine; skipped when present),
-# 2. npm ci (wrangler 4.86.0, miniflare, binaryen 132.0.0 from package-lock.json),
-# 3. builds rebuno-dev, the E2B stand-in (tools/e2b-standin) and the example Worker (with its `rig` and `otel` features) with
-#    worker-build (nothing fetched from GitHub),
+# 1. installs the pinned toolchain when missing (worker-build 0.8.7, wasm-bindgen-cli 0.2.130's
+#    `wasm-bindgen`, the wasm32 target: about 3 min on a fresh 2-core machine; skipped when
+#    present), and npm ci (wrangler 4.86.0, miniflare, binaryen 132.0.0 from package-lock.json),
+# 2. builds rebuno-dev and the E2B stand-in (tools/e2b-standin),
+# 3. builds the example Worker (with its `rig` and `otel` features) with worker-build (nothing
+#    fetched from GitHub),
 # 4. makes the Python venv of scripts/interop-venv.sh (rotel, an OpenTelemetry collector, and
 #    opentelemetry-proto: the OTLP receiver of the telemetry tests; skipped when present),
 # 5. makes the venv of tests/integration/mcp/setup.sh (PyPI's mcp: the MCP fixture server; skipped when
 #    present),
 # 6. runs test.mjs, which prints the wasm size and closes with "N passed, M failed".
 #
-#   tests/workers/run.sh tools      # step 1 only (CI compiles the tools while its tests run)
-#   tests/workers/run.sh prepare    # step 2, and step 3's rebuno-dev and stand-in
-#   tests/workers/run.sh example    # step 3's example Worker only (after tools and prepare)
+#   tests/workers/run.sh tools      # step 1 only (CI runs it, then `example`, beside its checks)
+#   tests/workers/run.sh prepare    # step 2 only
+#   tests/workers/run.sh example    # step 3 only (after tools)
 #   tests/workers/run.sh build      # steps 1-5
 #   tests/workers/run.sh test       # step 6 only, after a build
 #
@@ -35,13 +36,15 @@ has_version() { # has_version <command> <version>
   command -v "$1" >/dev/null 2>&1 && "$1" --version 2>/dev/null | grep -qF "$2"
 }
 
-install_toolchain() {
+install_toolchain() ( # a subshell: its settings stay in it
   # worker-build and wasm-bindgen only drive the build: compiled without optimisation they are
-  # ready in well under half the time (about 4 min instead of 10 on 2 cores), and wasm-bindgen
-  # takes about a second more per module. The profile keeps its name, so the README's
-  # `cargo install --locked worker-build@0.8.7` finds them installed.
+  # ready in well under half the time (about 370 core-seconds for both instead of 10 minutes of
+  # 2 cores), and wasm-bindgen takes about a second more per module. The profile keeps its
+  # name, so the README's `cargo install --locked worker-build@0.8.7` finds them installed. A
+  # target directory of their own: CI compiles them beside its checks.
   export CARGO_PROFILE_RELEASE_OPT_LEVEL=0 CARGO_PROFILE_RELEASE_DEBUG=0 \
-    CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=256
+    CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=256 \
+    CARGO_TARGET_DIR="$CARGO_TARGET_DIR/workers-tools"
   if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
     step "rustup target add wasm32-unknown-unknown"
     rustup target add wasm32-unknown-unknown
@@ -51,15 +54,16 @@ install_toolchain() {
     cargo install worker-build --version 0.8.7 --locked
   fi
   if ! has_version wasm-bindgen 0.2.130; then
+    # As README.md's tool command installs it: the one binary worker-build runs, without TLS.
     # Not --locked: its lockfile pins a webpki-roots version missing from some registries.
-    step "cargo install wasm-bindgen-cli 0.2.130"
-    cargo install wasm-bindgen-cli --version 0.2.130
+    step "cargo install wasm-bindgen-cli 0.2.130 (wasm-bindgen only)"
+    cargo install wasm-bindgen-cli --version 0.2.130 --no-default-features --bin wasm-bindgen
   fi
-}
-
-prepare() {
   step "npm ci"
   (cd "$here" && npm ci --no-audit --no-fund --loglevel=error)
+)
+
+prepare() {
   if [ -n "${REBUNO_BINARIES_FROM_TESTS:-}" ]; then
     # .ci/run: `cargo test --workspace` has just built both (integration tests run them), with
     # the test build's features; built again here with their own, they cost about 75 s.
