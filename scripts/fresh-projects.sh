@@ -7,6 +7,9 @@
 #   scripts/fresh-projects.sh                 # axum hyper lambda worker worker-do walkthrough
 #   scripts/fresh-projects.sh axum hyper      # some of them
 #
+# CARGO_TARGET_DIR (default: the workspace's target/) holds their builds; WORKERS_TARGET_DIR, when
+# set, the Workers projects' (.ci/run: the example Worker's, to share its dependencies).
+#
 # Every host also runs the README's "Run it against the dev kernel" block for it (`dev.sh`, with
 # its `dev.yaml`) as written, on free ports instead of the README's (8080, 3000, 9000, 8787),
 # with this workspace's rebuno-dev first on PATH: the kernel and the agent in the background,
@@ -220,7 +223,10 @@ worker_host() { # worker_host HOST: worker or worker-do
     python3 -c 'import sys, tomllib; t = tomllib.load(open(sys.argv[1], "rb")).get("build", {}).get("target"); sys.exit(0 if t == "wasm32-unknown-unknown" else f"build.target is {t!r}, not wasm32-unknown-unknown")' \
       "$dir/.cargo/config.toml" || fail "worker: .cargo/config.toml"
   fi
-  walk "$host" 1200 # wrangler dev builds it first: worker-build --release, from its wrangler.toml
+  # wrangler dev builds it first: worker-build --release, from its wrangler.toml. In
+  # WORKERS_TARGET_DIR when set (.ci/run: the example Worker's, whose release profile is the
+  # README's: its dependencies with the same features are built already, 54 of 110 core-seconds).
+  CARGO_TARGET_DIR="${WORKERS_TARGET_DIR:-$CARGO_TARGET_DIR}" walk "$host" 1200
   grep -qE 'execution_id=.*run started|run started.*execution_id=' "$out/$host-dev.log" ||
     fail "$host: wrangler dev's console showed no \`run started\` line: does the quick start call init_logging?"
   size="$(gzip -9 -c "$dir/build/index_bg.wasm" | wc -c)"
