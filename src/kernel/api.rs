@@ -11,6 +11,46 @@ use super::{Call, KernelClient, Lease, Replayable};
 use crate::error::{Error, ErrorKind, Result};
 use crate::wire::{Captures, Execution, ResourceView, StepDecision};
 
+/// The body of a step's `complete` or `fail`: its outcome, and the captures beside it. Borrowed,
+/// so a step's result is serialized straight into the request, not copied into a `Value` first.
+#[derive(Serialize)]
+struct Settlement<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a Value>,
+    #[serde(flatten)]
+    captures: &'a Captures,
+}
+
+impl<'a> Settlement<'a> {
+    fn result(result: &'a Value, captures: &'a Captures) -> Self {
+        let error = None;
+        Self {
+            result: Some(result),
+            error,
+            captures,
+        }
+    }
+
+    fn error(error: &'a Value, captures: &'a Captures) -> Self {
+        let result = None;
+        Self {
+            result,
+            error: Some(error),
+            captures,
+        }
+    }
+}
+
+/// The body of an execution's `complete`, borrowed like [`Settlement`].
+#[derive(Serialize)]
+struct Completion<'a> {
+    output: &'a Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state: Option<&'a Value>,
+}
+
 /// What a step is, as submitted to the kernel.
 #[derive(Debug, Serialize)]
 pub(crate) struct StepSubmission<'a> {
@@ -54,7 +94,7 @@ impl KernelClient {
         result: &Value,
         captures: &Captures,
     ) -> Result<StepDecision> {
-        let body = with_captures(json!({ "result": result }), captures);
+        let body = Settlement::result(result, captures);
         self.settle_step(execution_id, step_id, "complete", lease, &body)
             .await
     }
@@ -67,7 +107,7 @@ impl KernelClient {
         error: &Value,
         captures: &Captures,
     ) -> Result<StepDecision> {
-        let body = with_captures(json!({ "error": error }), captures);
+        let body = Settlement::error(error, captures);
         self.settle_step(execution_id, step_id, "fail", lease, &body)
             .await
     }
@@ -146,7 +186,7 @@ impl KernelClient {
         step_id: &str,
         verb: &str,
         lease: &Lease,
-        body: &Value,
+        body: &Settlement<'_>,
     ) -> Result<StepDecision> {
         let path = format!(
             "/v0/executions/{}/steps/{}/{verb}",
@@ -180,9 +220,9 @@ impl KernelClient {
         state: Option<&Value>,
     ) -> Result<()> {
         let path = format!("/v0/executions/{}/complete", encode_segment(execution_id));
-        let body = match state {
-            Some(state) if !state.is_null() => json!({ "output": output, "state": state }),
-            _ => json!({ "output": output }),
+        let body = Completion {
+            output,
+            state: state.filter(|state| !state.is_null()),
         };
         self.mutate(&path, encode(&body)?, lease).await
     }
@@ -254,16 +294,6 @@ impl KernelClient {
         };
         self.send(call).await.map(drop)
     }
-}
-
-/// Adds `captures` and `capture_failures` to a step outcome body when there are any.
-fn with_captures(mut body: Value, captures: &Captures) -> Value {
-    if let (Value::Object(map), Ok(Value::Object(extra))) =
-        (&mut body, serde_json::to_value(captures))
-    {
-        map.extend(extra);
-    }
-    body
 }
 
 /// A request body, floats spelled as the Python SDK spells them (see `floats`).

@@ -25,10 +25,34 @@ impl Formatter for PythonFloats {
 
 /// Serializes `value` as compact JSON with Python's float spelling.
 pub(crate) fn to_vec(value: &impl serde::Serialize) -> serde_json::Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(128);
+    let mut out = Roomy(Vec::with_capacity(128));
     let mut serializer = serde_json::Serializer::with_formatter(&mut out, PythonFloats);
     value.serialize(&mut serializer)?;
-    Ok(out)
+    Ok(out.0)
+}
+
+/// A `Vec` writer that leaves an eighth spare when a write outgrows it. A large string arrives
+/// as one fragment; a plain `Vec` grows to fit it exactly, and the closing quote after it then
+/// doubles the buffer (a 1 MiB result took 3 MiB of allocations, 2 MiB kept, instead of ~1.1).
+struct Roomy(Vec<u8>);
+
+impl io::Write for Roomy {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_all(buf)?;
+        Ok(buf.len())
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        if buf.len() > self.0.capacity() - self.0.len() {
+            self.0.reserve(buf.len() + buf.len() / 8);
+        }
+        self.0.extend_from_slice(buf);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Python's `repr` of a finite float (serde_json writes `null` for the others before asking).
@@ -94,6 +118,14 @@ mod tests {
         ] {
             assert_eq!(python_repr(value), python, "{value:?}");
         }
+    }
+
+    #[test]
+    fn a_large_string_leaves_room_for_what_follows_it() {
+        let big = "x".repeat(1 << 20);
+        let body = to_vec(&serde_json::json!({ "result": big })).unwrap();
+        assert_eq!(body.len(), (1 << 20) + 13);
+        assert!(body.capacity() < (1 << 20) * 5 / 4, "{}", body.capacity());
     }
 
     #[test]
