@@ -189,25 +189,7 @@ fn probe_policy_glob(max_len: u64) -> ExitCode {
         let mut len = 10;
         let mut slowest = 0f64;
         while len <= max_len {
-            let body = serde_json::json!({
-                "bundle": format!("rules:\n  - id: g\n    when: {{ target: \"{pattern}\" }}\n    then: {{ decision: allow }}\n"),
-                "cases": [{"target": "a".repeat(usize::try_from(len).unwrap_or(0))}],
-            });
-            #[allow(clippy::disallowed_methods)] // host-side harness
-            let started = std::time::Instant::now();
-            let sent = http
-                .post(format!("{}/v0/policies/glob/test", kernel.url()))
-                .header("content-type", "application/json")
-                .body(body.to_string())
-                .timeout(Duration::from_secs(30))
-                .send()
-                .await;
-            let status = match sent {
-                Ok(response) => response.status().as_u16().to_string(),
-                Err(error) if error.is_timeout() => "timeout".to_owned(),
-                Err(error) => format!("error {error}"),
-            };
-            let seconds = started.elapsed().as_secs_f64();
+            let (status, seconds) = time_glob_test(&http, &kernel.url(), &pattern, len).await;
             slowest = slowest.max(seconds);
             println!("pattern={pattern} target_len={len} status={status} seconds={seconds:.3}");
             if status == "timeout" {
@@ -221,6 +203,36 @@ fn probe_policy_glob(max_len: u64) -> ExitCode {
             ExitCode::SUCCESS
         }
     })
+}
+
+/// One timed `POST /v0/policies/glob/test` of the kernel at `url`: a bundle whose only rule
+/// matches `pattern`, tested against a target of `len` `a`s. Returns the status (or `timeout`,
+/// or the error) and the seconds the request took.
+async fn time_glob_test(
+    http: &reqwest::Client,
+    url: &str,
+    pattern: &str,
+    len: u64,
+) -> (String, f64) {
+    let body = serde_json::json!({
+        "bundle": format!("rules:\n  - id: g\n    when: {{ target: \"{pattern}\" }}\n    then: {{ decision: allow }}\n"),
+        "cases": [{"target": "a".repeat(usize::try_from(len).unwrap_or(0))}],
+    });
+    #[allow(clippy::disallowed_methods)] // host-side harness
+    let started = std::time::Instant::now();
+    let sent = http
+        .post(format!("{url}/v0/policies/glob/test"))
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await;
+    let status = match sent {
+        Ok(response) => response.status().as_u16().to_string(),
+        Err(error) if error.is_timeout() => "timeout".to_owned(),
+        Err(error) => format!("error {error}"),
+    };
+    (status, started.elapsed().as_secs_f64())
 }
 
 fn main() -> ExitCode {
@@ -244,32 +256,50 @@ fn main() -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    let selected: Vec<(usize, &'static rebuno_fuzz::Target)> = if args.target == "all" {
-        all.iter().enumerate().collect()
-    } else {
-        match all.iter().position(|t| t.name == args.target) {
-            Some(i) => vec![(i, &all[i])],
-            None => {
-                eprintln!("unknown target {:?}; try --list", args.target);
-                return ExitCode::from(2);
-            }
-        }
+    let Some(selected) = select(all, &args.target) else {
+        eprintln!("unknown target {:?}; try --list", args.target);
+        return ExitCode::from(2);
     };
     println!("seed={}", args.seed);
+    match args.case {
+        Some(case) => replay_case(&selected, args.seed, case),
+        None => run_all(&args, &selected),
+    }
+}
 
-    if let Some(case) = args.case {
-        for (_, target) in selected {
-            match rebuno_fuzz::run_case(target, args.seed, case, true) {
-                Ok(()) => println!("target={} case={case} seed={} ok", target.name, args.seed),
-                Err(failure) => {
-                    print!("{failure}");
-                    return ExitCode::FAILURE;
-                }
+/// A selected target and its index in [`rebuno_fuzz::targets`] (for the watchdog).
+type Selected = (usize, &'static rebuno_fuzz::Target);
+
+/// The targets `--target` names: every one for `all`, else the one called `name` (`None`
+/// when there is none).
+fn select(all: &'static [rebuno_fuzz::Target], name: &str) -> Option<Vec<Selected>> {
+    if name == "all" {
+        Some(all.iter().enumerate().collect())
+    } else {
+        all.iter()
+            .position(|t| t.name == name)
+            .map(|i| vec![(i, &all[i])])
+    }
+}
+
+/// `--case I`: runs case `case` of each selected target with every input recorded, and stops
+/// at the first failure.
+fn replay_case(selected: &[Selected], seed: u64, case: u64) -> ExitCode {
+    for (_, target) in selected {
+        match rebuno_fuzz::run_case(target, seed, case, true) {
+            Ok(()) => println!("target={} case={case} seed={seed} ok", target.name),
+            Err(failure) => {
+                print!("{failure}");
+                return ExitCode::FAILURE;
             }
         }
-        return ExitCode::SUCCESS;
     }
+    ExitCode::SUCCESS
+}
 
+/// The run proper: `--cases` cases of each selected target from `--start`, under the watchdog,
+/// one summary line per target, then the total; stops at the first failure.
+fn run_all(args: &Args, selected: &[Selected]) -> ExitCode {
     let progress = Arc::new(Progress::default());
     watchdog(
         Arc::clone(&progress),
@@ -278,8 +308,8 @@ fn main() -> ExitCode {
     );
     let mut total = 0;
     let mut elapsed = Duration::ZERO;
-    for (index, target) in &selected {
-        progress.target.store(*index as u64, Ordering::Relaxed);
+    for &(index, target) in selected {
+        progress.target.store(index as u64, Ordering::Relaxed);
         let start = args.start;
         let report = |case: u64| {
             progress.case.store(case, Ordering::Relaxed);
@@ -287,26 +317,8 @@ fn main() -> ExitCode {
                 eprintln!("progress target={} case={case}", target.name);
             }
         };
-        // Run on a thread with a large stack: deep inputs recurse in several parsers.
         let seed = args.seed;
-        let cases = args.cases;
-        let target: &'static rebuno_fuzz::Target = target;
-        let outcome = std::thread::scope(|scope| {
-            #[allow(clippy::disallowed_methods)] // host-side harness
-            let handle = std::thread::Builder::new()
-                .name(target.name.to_owned())
-                .stack_size(256 << 20)
-                .spawn_scoped(scope, || {
-                    rebuno_fuzz::run(target, seed, start, cases, &report)
-                });
-            match handle {
-                Ok(handle) => handle
-                    .join()
-                    .map_err(|_| "the runner thread died".to_owned()),
-                Err(error) => Err(format!("cannot start the runner thread: {error}")),
-            }
-        });
-        match outcome {
+        match run_on_large_stack(target, seed, start, args.cases, &report) {
             Ok(Ok(summary)) => {
                 println!("{summary}");
                 let secs = summary.elapsed.as_secs_f64();
@@ -335,4 +347,30 @@ fn main() -> ExitCode {
         elapsed.as_secs_f64()
     );
     ExitCode::SUCCESS
+}
+
+/// Runs cases `start..start + cases` of `target` on a thread with a large stack: deep inputs
+/// recurse in several parsers. `Err` when that thread cannot start or dies.
+fn run_on_large_stack<F: Fn(u64) + Sync>(
+    target: &'static rebuno_fuzz::Target,
+    seed: u64,
+    start: u64,
+    cases: u64,
+    report: &F,
+) -> Result<Result<rebuno_fuzz::Summary, rebuno_fuzz::Failure>, String> {
+    std::thread::scope(|scope| {
+        #[allow(clippy::disallowed_methods)] // host-side harness
+        let handle = std::thread::Builder::new()
+            .name(target.name.to_owned())
+            .stack_size(256 << 20)
+            .spawn_scoped(scope, || {
+                rebuno_fuzz::run(target, seed, start, cases, report)
+            });
+        match handle {
+            Ok(handle) => handle
+                .join()
+                .map_err(|_| "the runner thread died".to_owned()),
+            Err(error) => Err(format!("cannot start the runner thread: {error}")),
+        }
+    })
 }

@@ -107,6 +107,8 @@ pub(crate) fn mutate_bytes(rng: &mut Rng, data: &mut Vec<u8>, samples: &[&[u8]])
     }
 }
 
+/// One byte-level mutation, chosen at random (a choice that does not fit the data, like a
+/// deletion from an empty input, falls through to inserting a run of punctuation).
 fn mutate_once(rng: &mut Rng, data: &mut Vec<u8>, samples: &[&[u8]]) {
     let len = data.len();
     match rng.below(13) {
@@ -118,84 +120,102 @@ fn mutate_once(rng: &mut Rng, data: &mut Vec<u8>, samples: &[&[u8]]) {
             let at = rng.below(len);
             data[at] = rng.byte();
         }
-        2 => {
-            let at = rng.below(len + 1);
-            let n = rng.len(64);
-            let bytes = rng.bytes(n);
-            data.splice(at..at, bytes);
-        }
-        3 if len > 0 => {
-            let at = rng.below(len);
-            let n = rng.range(1, (len - at).min(64));
-            data.drain(at..at + n);
-        }
+        2 => insert_random(rng, data),
+        3 if len > 0 => delete_range(rng, data),
         4 => data.truncate(rng.below(len + 1)),
-        5 if !samples.is_empty() => {
-            // Splice: our prefix, then another sample's suffix (or a piece of it).
-            let other = *rng.pick(samples);
-            let cut = rng.below(len + 1);
-            let from = rng.below(other.len() + 1);
-            let to = rng.range(from, other.len());
-            data.truncate(cut);
-            data.extend_from_slice(&other[from..to]);
-            if rng.coin() {
-                let rest = rng.below(other.len() + 1);
-                data.extend_from_slice(&other[rest..]);
-            }
-        }
-        6 => {
-            let token = *rng.pick(TOKENS);
-            let at = rng.below(len + 1);
-            data.splice(at..at, token.iter().copied());
-        }
-        7 => {
-            let token = *rng.pick(INVALID_UTF8);
-            let at = rng.below(len + 1);
-            data.splice(at..at, token.iter().copied());
-        }
-        8 if len > 1 => {
-            // Duplicate a range (repeats keys, lines, brackets).
-            let from = rng.below(len);
-            let to = rng.range(from, len.min(from + 128));
-            let piece = data[from..to].to_vec();
-            let at = rng.below(len + 1);
-            data.splice(at..at, piece);
-        }
-        9 if len > 0 => {
-            // Replace a digit run or a byte with an interesting number.
-            let at = rng.below(len);
-            let token = *rng.pick(&[
-                &b"1e999"[..],
-                b"-0",
-                b"18446744073709551616",
-                b"99999999999999999999999999999999999999",
-                b"4294967296",
-                b"-1",
-                b"0.0000000000000000000000001",
-                b"1.7976931348623157e309",
-            ]);
-            data.splice(at..at + 1, token.iter().copied());
-        }
+        5 if !samples.is_empty() => splice_sample(rng, data, samples),
+        6 => insert_token(rng, data, TOKENS),
+        7 => insert_token(rng, data, INVALID_UTF8),
+        8 if len > 1 => duplicate_range(rng, data),
+        9 if len > 0 => replace_with_number(rng, data),
         10 if len > 1 => {
             // Swap two bytes.
             let a = rng.below(len);
             let b = rng.below(len);
             data.swap(a, b);
         }
-        11 if len > 0 => {
-            // Case-flip an ASCII letter.
-            let at = rng.below(len);
-            if data[at].is_ascii_alphabetic() {
-                data[at] ^= 0x20;
-            }
-        }
-        _ => {
-            let at = rng.below(len + 1);
-            let n = rng.range(1, 4);
-            let byte = *rng.pick(b"{[\"\\\n -:");
-            data.splice(at..at, std::iter::repeat_n(byte, n));
-        }
+        11 if len > 0 => flip_case(rng, data),
+        _ => insert_punctuation(rng, data),
     }
+}
+
+/// Inserts up to 64 random bytes at a random place.
+fn insert_random(rng: &mut Rng, data: &mut Vec<u8>) {
+    let at = rng.below(data.len() + 1);
+    let n = rng.len(64);
+    let bytes = rng.bytes(n);
+    data.splice(at..at, bytes);
+}
+
+/// Deletes 1 to 64 bytes from a random place (`data` is not empty).
+fn delete_range(rng: &mut Rng, data: &mut Vec<u8>) {
+    let len = data.len();
+    let at = rng.below(len);
+    let n = rng.range(1, (len - at).min(64));
+    data.drain(at..at + n);
+}
+
+/// Splice: our prefix, then another sample's suffix (or a piece of it).
+fn splice_sample(rng: &mut Rng, data: &mut Vec<u8>, samples: &[&[u8]]) {
+    let other = *rng.pick(samples);
+    let cut = rng.below(data.len() + 1);
+    let from = rng.below(other.len() + 1);
+    let to = rng.range(from, other.len());
+    data.truncate(cut);
+    data.extend_from_slice(&other[from..to]);
+    if rng.coin() {
+        let rest = rng.below(other.len() + 1);
+        data.extend_from_slice(&other[rest..]);
+    }
+}
+
+/// Inserts one of `tokens` (interesting to parsers, or invalid UTF-8) at a random place.
+fn insert_token(rng: &mut Rng, data: &mut Vec<u8>, tokens: &[&[u8]]) {
+    let token = *rng.pick(tokens);
+    let at = rng.below(data.len() + 1);
+    data.splice(at..at, token.iter().copied());
+}
+
+/// Duplicate a range (repeats keys, lines, brackets); `data` has at least two bytes.
+fn duplicate_range(rng: &mut Rng, data: &mut Vec<u8>) {
+    let len = data.len();
+    let from = rng.below(len);
+    let to = rng.range(from, len.min(from + 128));
+    let piece = data[from..to].to_vec();
+    let at = rng.below(len + 1);
+    data.splice(at..at, piece);
+}
+
+/// Replace a digit run or a byte with an interesting number (`data` is not empty).
+fn replace_with_number(rng: &mut Rng, data: &mut Vec<u8>) {
+    let at = rng.below(data.len());
+    let token = *rng.pick(&[
+        &b"1e999"[..],
+        b"-0",
+        b"18446744073709551616",
+        b"99999999999999999999999999999999999999",
+        b"4294967296",
+        b"-1",
+        b"0.0000000000000000000000001",
+        b"1.7976931348623157e309",
+    ]);
+    data.splice(at..at + 1, token.iter().copied());
+}
+
+/// Case-flip an ASCII letter (`data` is not empty; a byte that is no letter stays).
+fn flip_case(rng: &mut Rng, data: &mut [u8]) {
+    let at = rng.below(data.len());
+    if data[at].is_ascii_alphabetic() {
+        data[at] ^= 0x20;
+    }
+}
+
+/// Inserts a run of 1 to 4 copies of one JSON/YAML/SSE punctuation byte at a random place.
+fn insert_punctuation(rng: &mut Rng, data: &mut Vec<u8>) {
+    let at = rng.below(data.len() + 1);
+    let n = rng.range(1, 4);
+    let byte = *rng.pick(b"{[\"\\\n -:");
+    data.splice(at..at, std::iter::repeat_n(byte, n));
 }
 
 /// A random short identifier-like string (sometimes empty, odd or non-ASCII).

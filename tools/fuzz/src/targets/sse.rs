@@ -170,28 +170,14 @@ pub(crate) fn case(rng: &mut Rng, recorder: &Recorder) {
     let mut deltas: Vec<_> = (0..n).map(|_| delta(rng)).collect();
     let mut body = render(rng, &deltas);
     if rng.one_in(300) {
-        // A long event, or a long run without any event end.
-        let n = rng.range(1 << 16, mutate::MAX_LONG);
-        let data = "y".repeat(n);
-        if rng.coin() {
-            let event = json!({"step_id": "s", "seq": 0, "data": data});
-            body.extend_from_slice(format!("data: {event}\n\n").as_bytes());
-            deltas.push(("s".to_owned(), 0, data));
-        } else {
-            body.extend_from_slice(data.as_bytes());
-        }
+        append_long(rng, &mut body, &mut deltas);
     }
     let mode = rng.below(10);
     let mutated = mode >= 5;
     if mutated {
         mutate::mutate_bytes(rng, &mut body, SPLICE);
     }
-    let status = if rng.one_in(8) {
-        StatusCode::from_u16(*rng.pick(&[201, 204, 301, 400, 401, 404, 410, 500, 503]))
-            .unwrap_or(StatusCode::NOT_FOUND)
-    } else {
-        StatusCode::OK
-    };
+    let status = answer_status(rng);
     let chunks = mutate::chunks(rng, &body);
     let break_at = rng.one_in(12).then(|| rng.below(chunks.len() + 1));
     let refuse = rng.one_in(40);
@@ -208,28 +194,9 @@ pub(crate) fn case(rng: &mut Rng, recorder: &Recorder) {
         break_at,
         refuse,
     });
-    if refuse {
-        assert_eq!(chunked, Err(ErrorKind::Network), "a refused stream");
+    let Some(items) = check_failures(chunked, status, refuse, break_at.is_some()) else {
         return;
-    }
-    if !status.is_success() {
-        assert!(
-            chunked.is_err(),
-            "status {status} must fail the subscription"
-        );
-        return;
-    }
-    let Ok(items) = chunked else {
-        panic!("a {status} subscription failed: {chunked:?}")
     };
-    if break_at.is_some() {
-        // The break surfaces as one network error; no later assertion on order.
-        assert!(
-            items.contains(&Err(ErrorKind::Network)),
-            "a broken body must surface: {items:?}"
-        );
-        return;
-    }
     if !mutated {
         let expected: Vec<Item> = deltas.into_iter().map(Ok).collect();
         assert_eq!(items, expected, "a well-formed stream parsed differently");
@@ -242,4 +209,62 @@ pub(crate) fn case(rng: &mut Rng, recorder: &Recorder) {
         refuse: false,
     });
     assert_eq!(Ok(items), whole, "the parse depends on the chunking");
+}
+
+/// A long event, or a long run without any event end, appended to `body` (and the event's
+/// delta to `deltas`).
+fn append_long(rng: &mut Rng, body: &mut Vec<u8>, deltas: &mut Vec<(String, i64, String)>) {
+    let n = rng.range(1 << 16, mutate::MAX_LONG);
+    let data = "y".repeat(n);
+    if rng.coin() {
+        let event = json!({"step_id": "s", "seq": 0, "data": data});
+        body.extend_from_slice(format!("data: {event}\n\n").as_bytes());
+        deltas.push(("s".to_owned(), 0, data));
+    } else {
+        body.extend_from_slice(data.as_bytes());
+    }
+}
+
+/// The answer's status: mostly `200`, sometimes another success, a redirect or an error.
+fn answer_status(rng: &mut Rng) -> StatusCode {
+    if rng.one_in(8) {
+        StatusCode::from_u16(*rng.pick(&[201, 204, 301, 400, 401, 404, 410, 500, 503]))
+            .unwrap_or(StatusCode::NOT_FOUND)
+    } else {
+        StatusCode::OK
+    }
+}
+
+/// Checks the answers that must fail: a refused connection, a non-2xx status (the subscription
+/// fails) and a broken body (the break surfaces). Returns the items of any other answer, for
+/// the comparisons that need them.
+fn check_failures(
+    chunked: Result<Vec<Item>, ErrorKind>,
+    status: StatusCode,
+    refuse: bool,
+    broken: bool,
+) -> Option<Vec<Item>> {
+    if refuse {
+        assert_eq!(chunked, Err(ErrorKind::Network), "a refused stream");
+        return None;
+    }
+    if !status.is_success() {
+        assert!(
+            chunked.is_err(),
+            "status {status} must fail the subscription"
+        );
+        return None;
+    }
+    let Ok(items) = chunked else {
+        panic!("a {status} subscription failed: {chunked:?}")
+    };
+    if broken {
+        // The break surfaces as one network error; no later assertion on order.
+        assert!(
+            items.contains(&Err(ErrorKind::Network)),
+            "a broken body must surface: {items:?}"
+        );
+        return None;
+    }
+    Some(items)
 }

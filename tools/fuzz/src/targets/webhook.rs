@@ -11,7 +11,8 @@
 //! are kept for a while or dropped, never run.
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -129,19 +130,7 @@ fn signature_headers(rng: &mut Rng, secret: &Secret, body: &[u8]) -> Vec<Vec<u8>
             vec![upper_digits]
         }
         14 => Vec::new(),
-        15 => {
-            let scheme = *rng.pick(&[
-                &b"v1="[..],
-                b"sha1=",
-                b"SHA256=",
-                b"sha256:",
-                b"",
-                b"sha256==",
-            ]);
-            let mut wrong = scheme.to_vec();
-            wrong.extend_from_slice(&good[7..]);
-            vec![wrong]
-        }
+        15 => vec![wrong_scheme(rng, &good)],
         16 => {
             let mut other = body.to_vec();
             other.push(b'x');
@@ -152,40 +141,65 @@ fn signature_headers(rng: &mut Rng, secret: &Secret, body: &[u8]) -> Vec<Vec<u8>
             let n = rng.len(120);
             vec![rng.bytes(n)]
         }
-        19 => {
-            let n = rng.range(64, 60_000);
-            let mut huge = b"sha256=".to_vec();
-            huge.extend(std::iter::repeat_n(b'a', n));
-            vec![huge]
-        }
+        19 => vec![huge_signature(rng)],
         20 => {
             let mut cut = good.clone();
             cut.truncate(rng.below(good.len()));
             vec![cut]
         }
-        21 => {
-            let mut padded = b" ".to_vec();
-            padded.extend_from_slice(&good);
-            if rng.coin() {
-                padded.push(b' ');
-            }
-            vec![padded]
-        }
-        22 => {
-            let mut flipped = good.clone();
-            let at = rng.range(7, flipped.len() - 1);
-            flipped[at] = if flipped[at] == b'0' { b'1' } else { b'0' };
-            if rng.coin() {
-                vec![flipped, good]
-            } else {
-                vec![good, flipped]
-            }
-        }
+        21 => vec![padded(rng, &good)],
+        22 => flipped_and_good(rng, good),
         _ => {
             let mut mutated = good;
             mutate::mutate_bytes(rng, &mut mutated, &[]);
             vec![mutated]
         }
+    }
+}
+
+/// The right digits of `good` behind a wrong or mis-spelled scheme.
+fn wrong_scheme(rng: &mut Rng, good: &[u8]) -> Vec<u8> {
+    let scheme = *rng.pick(&[
+        &b"v1="[..],
+        b"sha1=",
+        b"SHA256=",
+        b"sha256:",
+        b"",
+        b"sha256==",
+    ]);
+    let mut wrong = scheme.to_vec();
+    wrong.extend_from_slice(&good[7..]);
+    wrong
+}
+
+/// `sha256=` followed by 64 to 60,000 `a`s.
+fn huge_signature(rng: &mut Rng) -> Vec<u8> {
+    let n = rng.range(64, 60_000);
+    let mut huge = b"sha256=".to_vec();
+    huge.extend(std::iter::repeat_n(b'a', n));
+    huge
+}
+
+/// `good` after a space, and sometimes before one.
+fn padded(rng: &mut Rng, good: &[u8]) -> Vec<u8> {
+    let mut padded = b" ".to_vec();
+    padded.extend_from_slice(good);
+    if rng.coin() {
+        padded.push(b' ');
+    }
+    padded
+}
+
+/// Two headers, `good` and a copy with one digit changed, in a random order (only the first
+/// counts).
+fn flipped_and_good(rng: &mut Rng, good: Vec<u8>) -> Vec<Vec<u8>> {
+    let mut flipped = good.clone();
+    let at = rng.range(7, flipped.len() - 1);
+    flipped[at] = if flipped[at] == b'0' { b'1' } else { b'0' };
+    if rng.coin() {
+        vec![flipped, good]
+    } else {
+        vec![good, flipped]
     }
 }
 
@@ -343,7 +357,55 @@ fn no_handler_is_refused(runtime: &rebuno::rt::Runtime) {
     }
 }
 
+/// The agent under test and what the model knows of its configuration.
+struct Subject {
+    agent: Agent,
+    secret: Secret,
+    /// Whether the agent also accepts signatures under [`PREVIOUS`].
+    rotating: bool,
+    /// Whether the agent was closed before the first webhook.
+    closed: bool,
+    /// How many times the agent called its transport (must stay 0).
+    calls: Arc<AtomicUsize>,
+}
+
+/// What a case carries from one webhook to the next.
+#[derive(Default)]
+struct Rounds {
+    /// The model of the agent's registry.
+    model: Registry,
+    /// The background runs kept so far, as a host would: execution id, model serial, task.
+    kept: Vec<(String, u64, rebuno::rt::Task)>,
+    /// Every body sent so far (later webhooks repeat some).
+    bodies: Vec<Vec<u8>>,
+}
+
 pub(crate) fn case(rng: &mut Rng, recorder: &Recorder) {
+    let (runtime, _clock) = runtime();
+    let subject = subject(rng, recorder, &runtime);
+    let mut rounds = Rounds::default();
+    for round in 0..rng.range(1, 5) {
+        webhook_round(rng, recorder, &subject, &mut rounds, round);
+    }
+    let Rounds {
+        mut model, kept, ..
+    } = rounds;
+    for (execution_id, serial, task) in kept {
+        drop(task);
+        model.drop_run(&execution_id, serial);
+    }
+    assert_eq!(subject.agent.in_flight(), 0, "dropped runs stay in flight");
+    assert_eq!(
+        subject.calls.load(Ordering::Relaxed),
+        0,
+        "handle must not call the kernel"
+    );
+}
+
+/// The agent under test, on `runtime`: a random secret, sometimes a key rotation in progress,
+/// sometimes closed before the first webhook. Sometimes also checks that a builder without a
+/// handler is refused.
+fn subject(rng: &mut Rng, recorder: &Recorder, runtime: &rebuno::rt::Runtime) -> Subject {
     let secret_text = match rng.below(4) {
         0 => "s".to_owned(),
         1 => "x".repeat(rng.range(65, 300)),
@@ -353,7 +415,6 @@ pub(crate) fn case(rng: &mut Rng, recorder: &Recorder) {
     recorder.note("secret", secret_text.as_bytes());
     let secret = Secret::new(secret_text.clone());
     let rotating = rng.one_in(4);
-    let (runtime, _clock) = runtime();
     let transport = UnusedTransport::default();
     let calls = transport.0.clone();
     let mut builder = Agent::builder("fuzz-agent")
@@ -365,7 +426,7 @@ pub(crate) fn case(rng: &mut Rng, recorder: &Recorder) {
         builder = builder.previous_secret(PREVIOUS);
     }
     if rng.one_in(20) {
-        no_handler_is_refused(&runtime);
+        no_handler_is_refused(runtime);
     }
     let agent = match builder
         .handler(|_: Value| async { Ok::<_, rebuno::HandlerError>(json!({"ok": true})) })
@@ -378,211 +439,310 @@ pub(crate) fn case(rng: &mut Rng, recorder: &Recorder) {
     if closed {
         drive(agent.close(), 100);
     }
-
-    let mut model = Registry::default();
-    let mut kept: Vec<(String, u64, rebuno::rt::Task)> = Vec::new();
-    let mut bodies: Vec<Vec<u8>> = Vec::new();
-    for round in 0..rng.range(1, 5) {
-        let raw = body(rng, &bodies);
-        bodies.push(raw.clone());
-        let method = if rng.one_in(12) {
-            rng.pick(&[
-                Method::GET,
-                Method::PUT,
-                Method::DELETE,
-                Method::HEAD,
-                Method::PATCH,
-                Method::OPTIONS,
-            ])
-            .clone()
-        } else {
-            Method::POST
-        };
-        let mut headers = Vec::new();
-        let signature_name = if rng.coin() {
-            HeaderName::from_static("rebuno-signature")
-        } else {
-            HeaderName::from_bytes(b"Rebuno-Signature")
-                .unwrap_or(HeaderName::from_static("rebuno-signature"))
-        };
-        let mut first_signature: Option<Vec<u8>> = None;
-        for value in signature_headers(rng, &secret, &raw) {
-            // Bytes a header cannot hold never reach an agent; skip them.
-            if let Ok(header) = HeaderValue::from_bytes(&value) {
-                first_signature.get_or_insert_with(|| value.clone());
-                headers.push((signature_name.clone(), header));
-            }
-        }
-        if rng.one_in(3) {
-            let stamp = *rng.pick(&["1700000000", "0", "-1", "99999999999999999999", "nope"]);
-            headers.push((
-                HeaderName::from_static("rebuno-timestamp"),
-                HeaderValue::from_static(stamp),
-            ));
-        }
-        if rng.one_in(4) {
-            headers.push((
-                http::header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            ));
-        }
-        let chunks = mutate::chunks(rng, &raw);
-        let fail_after = rng
-            .one_in(40)
-            .then(|| rng.below(3))
-            .filter(|&n| n <= chunks.len());
-        let stall = fail_after.is_none() && rng.one_in(60);
-        let webhook = Webhook {
-            method,
-            headers,
-            fail_after,
-            stall,
-            trailers: rng.one_in(30),
-            deadline: rng
-                .one_in(10)
-                .then(|| Deadline::at_unix_millis(EPOCH_MILLIS + rng.below(20_000) as u64)),
-            chunks,
-        };
-        recorder.note(
-            &format!("round {round} method"),
-            webhook.method.as_str().as_bytes(),
-        );
-        for (name, value) in &webhook.headers {
-            recorder.note(&format!("round {round} header {name}"), value.as_bytes());
-        }
-        recorder.note(
-            &format!("round {round} body (fail_after {fail_after:?}, stall {stall})"),
-            &raw,
-        );
-
-        // The model.
-        let payload = well_formed(&raw);
-        let signed = signature_ok(&secret, &raw, first_signature.as_deref())
-            || (rotating && signature_ok(&Secret::new(PREVIOUS), &raw, first_signature.as_deref()));
-        let expect = if webhook.method != Method::POST {
-            Expect::MethodNotAllowed
-        } else if stall {
-            Expect::TooSlow
-        } else if raw.len() > MAX_BODY && fail_after.is_none_or(|n| n > 0) {
-            // The limit trips on the first chunk past it; a break before that comes first.
-            expect_size(&webhook.chunks, fail_after)
-        } else if fail_after.is_some() {
-            Expect::Unreadable
-        } else if !signed {
-            Expect::BadSignature
-        } else if payload.is_none() {
-            Expect::Malformed
-        } else if closed {
-            Expect::Unavailable
-        } else {
-            Expect::Accepted
-        };
-
-        if super::kernel::trace() {
-            eprintln!("TRACE {expect:?}");
-        }
-
-        // Agent::route first, sometimes, forwarding its request to handle as a host would.
-        let mut forwarded: Option<http::Request<Bytes>> = None;
-        if rng.one_in(4) {
-            match drive(agent.route(webhook.request()), 10_000) {
-                Route::Run {
-                    execution_id,
-                    request,
-                } => {
-                    let routable = matches!(expect, Expect::Accepted | Expect::Unavailable);
-                    assert!(
-                        routable,
-                        "route ran a webhook the model refuses ({expect:?})"
-                    );
-                    assert_eq!(
-                        Some(execution_id.as_str()),
-                        payload.as_ref().map(|p| p.0.as_str()),
-                        "route named another execution"
-                    );
-                    assert_eq!(
-                        request.body().as_ref(),
-                        raw.as_slice(),
-                        "route changed the body"
-                    );
-                    forwarded = Some(request);
-                }
-                Route::Reply(response) => {
-                    let status = response.status();
-                    assert!(
-                        !matches!(expect, Expect::Accepted | Expect::Unavailable),
-                        "route refused ({status}) a webhook the model accepts"
-                    );
-                    assert_eq!(status, expect.status(), "route status");
-                    check_error_body(collect(response.into_body()), expect);
-                }
-                other => panic!("unexpected route {other:?}"),
-            }
-        }
-
-        let dispatch = match forwarded {
-            Some(request) => {
-                let request = request.map(FuzzBody::full);
-                drive(agent.handle(request), 10_000)
-            }
-            None => drive(agent.handle(webhook.request()), 10_000),
-        };
-        let status = dispatch.response.status();
-        assert!(
-            [200, 400, 401, 405, 408, 413, 503].contains(&status.as_u16()),
-            "status {status} is not one the protocol uses"
-        );
-        assert_eq!(
-            status,
-            expect.status(),
-            "expected {expect:?}; signature header {:?}",
-            first_signature.as_deref().map(|s| mutate::escape(s, 100))
-        );
-        if expect == Expect::Accepted {
-            let Some((execution_id, dispatch_id, attempt)) = payload else {
-                unreachable!("accepted implies a payload")
-            };
-            let serial = model.admit(&execution_id, &dispatch_id, attempt);
-            assert_eq!(
-                dispatch.background.is_some(),
-                serial.is_some(),
-                "background run presence (model: {})",
-                if serial.is_some() { "run" } else { "duplicate" }
-            );
-            assert!(collect(dispatch.response.into_body()).is_empty());
-            if let (Some(serial), Some(task)) = (serial, dispatch.background) {
-                kept.push((execution_id, serial, task));
-            }
-        } else {
-            assert!(dispatch.background.is_none(), "a refused webhook got a run");
-            check_error_body(collect(dispatch.response.into_body()), expect);
-        }
-        assert_eq!(agent.in_flight(), model.running.len(), "runs in flight");
-        // Drop some of the runs kept so far, as a host that gives up on them would.
-        kept.retain_mut(|(execution_id, serial, _)| {
-            if rng.coin() {
-                model.drop_run(execution_id, *serial);
-                false
-            } else {
-                true
-            }
-        });
-        assert_eq!(
-            agent.in_flight(),
-            model.running.len(),
-            "runs in flight after drops"
-        );
+    Subject {
+        agent,
+        secret,
+        rotating,
+        closed,
+        calls,
     }
-    for (execution_id, serial, task) in kept {
-        drop(task);
-        model.drop_run(&execution_id, serial);
-    }
-    assert_eq!(agent.in_flight(), 0, "dropped runs stay in flight");
-    assert_eq!(
-        calls.load(Ordering::Relaxed),
-        0,
-        "handle must not call the kernel"
+}
+
+/// One webhook: generated, sent (through `Agent::route` first, sometimes), its answer checked
+/// against the model; then some of the kept runs are dropped.
+fn webhook_round(
+    rng: &mut Rng,
+    recorder: &Recorder,
+    subject: &Subject,
+    rounds: &mut Rounds,
+    round: usize,
+) {
+    let raw = body(rng, &rounds.bodies);
+    rounds.bodies.push(raw.clone());
+    let (webhook, first_signature) = random_webhook(rng, &subject.secret, &raw);
+    note_webhook(recorder, round, &webhook, &raw);
+
+    // The model.
+    let payload = well_formed(&raw);
+    let expect = expected(
+        subject,
+        &webhook,
+        &raw,
+        first_signature.as_deref(),
+        payload.is_some(),
     );
+
+    if super::kernel::trace() {
+        eprintln!("TRACE {expect:?}");
+    }
+
+    // Agent::route first, sometimes, forwarding its request to handle as a host would.
+    let forwarded = if rng.one_in(4) {
+        check_route(&subject.agent, &webhook, expect, payload.as_ref(), &raw)
+    } else {
+        None
+    };
+
+    let dispatch = handle(&subject.agent, &webhook, forwarded);
+    check_dispatch(
+        dispatch,
+        expect,
+        first_signature.as_deref(),
+        payload,
+        rounds,
+    );
+    let agent = &subject.agent;
+    assert_eq!(
+        agent.in_flight(),
+        rounds.model.running.len(),
+        "runs in flight"
+    );
+    drop_some_runs(rng, rounds);
+    assert_eq!(
+        agent.in_flight(),
+        rounds.model.running.len(),
+        "runs in flight after drops"
+    );
+}
+
+/// The request of one round for the body `raw`: method, headers, chunks, a break or a stall,
+/// trailers, a deadline. Also returns the first signature header, the one the model checks.
+fn random_webhook(rng: &mut Rng, secret: &Secret, raw: &[u8]) -> (Webhook, Option<Vec<u8>>) {
+    let method = webhook_method(rng);
+    let (headers, first_signature) = webhook_headers(rng, secret, raw);
+    let chunks = mutate::chunks(rng, raw);
+    let fail_after = rng
+        .one_in(40)
+        .then(|| rng.below(3))
+        .filter(|&n| n <= chunks.len());
+    let stall = fail_after.is_none() && rng.one_in(60);
+    let webhook = Webhook {
+        method,
+        headers,
+        fail_after,
+        stall,
+        trailers: rng.one_in(30),
+        deadline: rng
+            .one_in(10)
+            .then(|| Deadline::at_unix_millis(EPOCH_MILLIS + rng.below(20_000) as u64)),
+        chunks,
+    };
+    (webhook, first_signature)
+}
+
+/// `POST`, or rarely another method (which the agent must refuse).
+fn webhook_method(rng: &mut Rng) -> Method {
+    if rng.one_in(12) {
+        rng.pick(&[
+            Method::GET,
+            Method::PUT,
+            Method::DELETE,
+            Method::HEAD,
+            Method::PATCH,
+            Method::OPTIONS,
+        ])
+        .clone()
+    } else {
+        Method::POST
+    }
+}
+
+/// The headers of one round: the signature header(s) for `raw` under one spelling of the
+/// name, sometimes a timestamp and a content type. Also returns the first signature value.
+fn webhook_headers(
+    rng: &mut Rng,
+    secret: &Secret,
+    raw: &[u8],
+) -> (Vec<(HeaderName, HeaderValue)>, Option<Vec<u8>>) {
+    let mut headers = Vec::new();
+    let signature_name = if rng.coin() {
+        HeaderName::from_static("rebuno-signature")
+    } else {
+        HeaderName::from_bytes(b"Rebuno-Signature")
+            .unwrap_or(HeaderName::from_static("rebuno-signature"))
+    };
+    let mut first_signature: Option<Vec<u8>> = None;
+    for value in signature_headers(rng, secret, raw) {
+        // Bytes a header cannot hold never reach an agent; skip them.
+        if let Ok(header) = HeaderValue::from_bytes(&value) {
+            first_signature.get_or_insert_with(|| value.clone());
+            headers.push((signature_name.clone(), header));
+        }
+    }
+    if rng.one_in(3) {
+        let stamp = *rng.pick(&["1700000000", "0", "-1", "99999999999999999999", "nope"]);
+        headers.push((
+            HeaderName::from_static("rebuno-timestamp"),
+            HeaderValue::from_static(stamp),
+        ));
+    }
+    if rng.one_in(4) {
+        headers.push((
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        ));
+    }
+    (headers, first_signature)
+}
+
+/// Records the round's method, headers and body.
+fn note_webhook(recorder: &Recorder, round: usize, webhook: &Webhook, raw: &[u8]) {
+    recorder.note(
+        &format!("round {round} method"),
+        webhook.method.as_str().as_bytes(),
+    );
+    for (name, value) in &webhook.headers {
+        recorder.note(&format!("round {round} header {name}"), value.as_bytes());
+    }
+    let (fail_after, stall) = (webhook.fail_after, webhook.stall);
+    recorder.note(
+        &format!("round {round} body (fail_after {fail_after:?}, stall {stall})"),
+        raw,
+    );
+}
+
+/// What the model says the agent must answer to `webhook` (body `raw`, first signature header
+/// `signature`, a well-formed payload or not), its checks taken in the agent's order.
+fn expected(
+    subject: &Subject,
+    webhook: &Webhook,
+    raw: &[u8],
+    signature: Option<&[u8]>,
+    well_formed: bool,
+) -> Expect {
+    let signed = signature_ok(&subject.secret, raw, signature)
+        || (subject.rotating && signature_ok(&Secret::new(PREVIOUS), raw, signature));
+    let fail_after = webhook.fail_after;
+    if webhook.method != Method::POST {
+        Expect::MethodNotAllowed
+    } else if webhook.stall {
+        Expect::TooSlow
+    } else if raw.len() > MAX_BODY && fail_after.is_none_or(|n| n > 0) {
+        // The limit trips on the first chunk past it; a break before that comes first.
+        expect_size(&webhook.chunks, fail_after)
+    } else if fail_after.is_some() {
+        Expect::Unreadable
+    } else if !signed {
+        Expect::BadSignature
+    } else if !well_formed {
+        Expect::Malformed
+    } else if subject.closed {
+        Expect::Unavailable
+    } else {
+        Expect::Accepted
+    }
+}
+
+/// `Agent::route` on `webhook`: it runs exactly what the model accepts (or would but for
+/// `close`), naming the payload's execution with the body unchanged, and otherwise replies
+/// with the model's status and error body. Returns the request it hands on to `handle`.
+fn check_route(
+    agent: &Agent,
+    webhook: &Webhook,
+    expect: Expect,
+    payload: Option<&(String, String, u64)>,
+    raw: &[u8],
+) -> Option<http::Request<Bytes>> {
+    match drive(agent.route(webhook.request()), 10_000) {
+        Route::Run {
+            execution_id,
+            request,
+        } => {
+            let routable = matches!(expect, Expect::Accepted | Expect::Unavailable);
+            assert!(
+                routable,
+                "route ran a webhook the model refuses ({expect:?})"
+            );
+            assert_eq!(
+                Some(execution_id.as_str()),
+                payload.map(|p| p.0.as_str()),
+                "route named another execution"
+            );
+            assert_eq!(request.body().as_ref(), raw, "route changed the body");
+            Some(request)
+        }
+        Route::Reply(response) => {
+            let status = response.status();
+            assert!(
+                !matches!(expect, Expect::Accepted | Expect::Unavailable),
+                "route refused ({status}) a webhook the model accepts"
+            );
+            assert_eq!(status, expect.status(), "route status");
+            check_error_body(collect(response.into_body()), expect);
+            None
+        }
+        other => panic!("unexpected route {other:?}"),
+    }
+}
+
+/// `Agent::handle` on the request `route` forwarded, if any, else on the webhook itself.
+fn handle(
+    agent: &Agent,
+    webhook: &Webhook,
+    forwarded: Option<http::Request<Bytes>>,
+) -> rebuno::Dispatch {
+    match forwarded {
+        Some(request) => {
+            let request = request.map(FuzzBody::full);
+            drive(agent.handle(request), 10_000)
+        }
+        None => drive(agent.handle(webhook.request()), 10_000),
+    }
+}
+
+/// `Agent::handle`'s answer: a status the protocol uses, the model's status, and a background
+/// run exactly when the model admits the dispatch (kept in `rounds`); a refusal has the
+/// model's error body and no run.
+fn check_dispatch(
+    dispatch: rebuno::Dispatch,
+    expect: Expect,
+    first_signature: Option<&[u8]>,
+    payload: Option<(String, String, u64)>,
+    rounds: &mut Rounds,
+) {
+    let status = dispatch.response.status();
+    assert!(
+        [200, 400, 401, 405, 408, 413, 503].contains(&status.as_u16()),
+        "status {status} is not one the protocol uses"
+    );
+    assert_eq!(
+        status,
+        expect.status(),
+        "expected {expect:?}; signature header {:?}",
+        first_signature.map(|s| mutate::escape(s, 100))
+    );
+    if expect == Expect::Accepted {
+        let Some((execution_id, dispatch_id, attempt)) = payload else {
+            unreachable!("accepted implies a payload")
+        };
+        let serial = rounds.model.admit(&execution_id, &dispatch_id, attempt);
+        assert_eq!(
+            dispatch.background.is_some(),
+            serial.is_some(),
+            "background run presence (model: {})",
+            if serial.is_some() { "run" } else { "duplicate" }
+        );
+        assert!(collect(dispatch.response.into_body()).is_empty());
+        if let (Some(serial), Some(task)) = (serial, dispatch.background) {
+            rounds.kept.push((execution_id, serial, task));
+        }
+    } else {
+        assert!(dispatch.background.is_none(), "a refused webhook got a run");
+        check_error_body(collect(dispatch.response.into_body()), expect);
+    }
+}
+
+/// Drops some of the runs kept so far (a coin for each), as a host that gives up on them would.
+fn drop_some_runs(rng: &mut Rng, rounds: &mut Rounds) {
+    let Rounds { model, kept, .. } = rounds;
+    kept.retain_mut(|(execution_id, serial, _)| {
+        if rng.coin() {
+            model.drop_run(execution_id, *serial);
+            false
+        } else {
+            true
+        }
+    });
 }
 
 /// `413` when the data before the break (or all of it) passes the limit, else `400`.

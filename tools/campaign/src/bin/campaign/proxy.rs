@@ -47,6 +47,46 @@ async fn read_message<R: tokio::io::AsyncRead + Unpin>(
     response_to: Option<&str>,
 ) -> std::io::Result<Option<Message>> {
     let mut raw = Vec::new();
+    let Some((start, headers)) = read_head(reader, &mut raw).await? else {
+        return Ok(None);
+    };
+    let find = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _): &&(String, String)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.to_ascii_lowercase())
+    };
+    let close = find("connection").is_some_and(|v| v.contains("close"));
+    let chunked = find("transfer-encoding").is_some_and(|v| v.contains("chunked"));
+    let length = find("content-length").and_then(|v| v.parse::<usize>().ok());
+    let mut close_delimited = false;
+    if !has_no_body(response_to, &start) {
+        if chunked {
+            read_chunked_body(reader, &mut raw).await?;
+        } else if let Some(length) = length {
+            let mut body = vec![0u8; length];
+            reader.read_exact(&mut body).await?;
+            raw.extend_from_slice(&body);
+        } else if response_to.is_some() {
+            reader.read_to_end(&mut raw).await?;
+            close_delimited = true;
+        }
+    }
+    Ok(Some(Message {
+        raw,
+        start,
+        headers,
+        close: close || close_delimited,
+    }))
+}
+
+/// Reads a message's start line and headers into `raw` (stray blank lines before the start line
+/// skipped); returns them, or `None` on a clean EOF before the first byte. A head over 256 KiB is
+/// an error, so a peer that never ends its head cannot grow the buffer without bound.
+async fn read_head<R: tokio::io::AsyncRead + Unpin>(
+    reader: &mut BufReader<R>,
+    raw: &mut Vec<u8>,
+) -> std::io::Result<Option<(String, Vec<(String, String)>)>> {
     let mut line = Vec::new();
     let mut start = String::new();
     let mut headers = Vec::new();
@@ -79,72 +119,70 @@ async fn read_message<R: tokio::io::AsyncRead + Unpin>(
             headers.push((k.trim().to_owned(), v.trim().to_owned()));
         }
     }
-    let find = |name: &str| {
-        headers
-            .iter()
-            .find(|(k, _): &&(String, String)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.to_ascii_lowercase())
-    };
-    let close = find("connection").is_some_and(|v| v.contains("close"));
-    let chunked = find("transfer-encoding").is_some_and(|v| v.contains("chunked"));
-    let length = find("content-length").and_then(|v| v.parse::<usize>().ok());
+    Ok(Some((start, headers)))
+}
+
+/// Whether a message has no body whatever its headers say: a response to `HEAD`, or a `1xx`,
+/// `204` or `304` response (`start` is its status line). A request (`response_to` is `None`)
+/// goes by its headers.
+fn has_no_body(response_to: Option<&str>, start: &str) -> bool {
     let status = response_to.and_then(|_| {
         start
             .split_whitespace()
             .nth(1)
             .and_then(|s| s.parse::<u16>().ok())
     });
-    let no_body = match (response_to, status) {
+    match (response_to, status) {
         (Some(method), Some(status)) => {
             method == "HEAD" || status / 100 == 1 || status == 204 || status == 304
         }
         _ => false,
-    };
-    let mut close_delimited = false;
-    if !no_body {
-        if chunked {
-            loop {
-                line.clear();
-                if reader.read_until(b'\n', &mut line).await? == 0 {
-                    return Err(std::io::ErrorKind::UnexpectedEof.into());
-                }
-                raw.extend_from_slice(&line);
-                let size_text = String::from_utf8_lossy(&line);
-                let size_text = size_text.trim().split(';').next().unwrap_or("").to_owned();
-                let size = usize::from_str_radix(&size_text, 16)
-                    .map_err(|_| std::io::Error::other("bad chunk size"))?;
-                if size == 0 {
-                    loop {
-                        line.clear();
-                        if reader.read_until(b'\n', &mut line).await? == 0 {
-                            return Err(std::io::ErrorKind::UnexpectedEof.into());
-                        }
-                        raw.extend_from_slice(&line);
-                        if line == b"\r\n" || line == b"\n" {
-                            break;
-                        }
-                    }
-                    break;
-                }
-                let mut chunk = vec![0u8; size + 2];
-                reader.read_exact(&mut chunk).await?;
-                raw.extend_from_slice(&chunk);
-            }
-        } else if let Some(length) = length {
-            let mut body = vec![0u8; length];
-            reader.read_exact(&mut body).await?;
-            raw.extend_from_slice(&body);
-        } else if response_to.is_some() {
-            reader.read_to_end(&mut raw).await?;
-            close_delimited = true;
+    }
+}
+
+/// Reads a chunked body into `raw`, as sent: every chunk with its size line, then the last
+/// chunk's trailers up to the blank line that ends the message.
+async fn read_chunked_body<R: tokio::io::AsyncRead + Unpin>(
+    reader: &mut BufReader<R>,
+    raw: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        raw.extend_from_slice(&line);
+        let size_text = String::from_utf8_lossy(&line);
+        let size_text = size_text.trim().split(';').next().unwrap_or("").to_owned();
+        let size = usize::from_str_radix(&size_text, 16)
+            .map_err(|_| std::io::Error::other("bad chunk size"))?;
+        if size == 0 {
+            return read_trailers(reader, raw).await;
+        }
+        let mut chunk = vec![0u8; size + 2];
+        reader.read_exact(&mut chunk).await?;
+        raw.extend_from_slice(&chunk);
+    }
+}
+
+/// Reads the trailers after a chunked body's last chunk into `raw`, up to and including the
+/// blank line that ends the message.
+async fn read_trailers<R: tokio::io::AsyncRead + Unpin>(
+    reader: &mut BufReader<R>,
+    raw: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_until(b'\n', &mut line).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        raw.extend_from_slice(&line);
+        if line == b"\r\n" || line == b"\n" {
+            return Ok(());
         }
     }
-    Ok(Some(Message {
-        raw,
-        start,
-        headers,
-        close: close || close_delimited,
-    }))
 }
 
 /// Which settle call a request path is, if any.
@@ -196,6 +234,40 @@ enum Fault {
     CutResponse,
 }
 
+/// A request from an agent, with the method and path of its request line.
+struct Request {
+    message: Message,
+    method: String,
+    path: String,
+}
+
+impl Request {
+    /// Reads the method and path from the request line (empty when missing).
+    fn new(message: Message) -> Self {
+        let mut parts = message.start.split_whitespace();
+        let method = parts.next().unwrap_or("").to_owned();
+        let path = parts.next().unwrap_or("").to_owned();
+        Self {
+            message,
+            method,
+            path,
+        }
+    }
+
+    /// The execution id of a `/v0/executions/{id}/...` path, for the trace.
+    fn execution(&self) -> String {
+        self.path
+            .trim_start_matches("/v0/executions/")
+            .split(['/', '?'])
+            .next()
+            .unwrap_or("")
+            .to_owned()
+    }
+}
+
+/// Relays one agent connection's exchanges to the kernel, one at a time, each over a fresh
+/// kernel connection, with the faults drawn for it; ends when either side closes or a cut ends
+/// the connection.
 async fn relay(
     slot: usize,
     client: TcpStream,
@@ -207,138 +279,177 @@ async fn relay(
     let (client_read, mut client_write) = client.into_split();
     let mut client_read = BufReader::new(client_read);
     loop {
-        let Some(request) = read_message(&mut client_read, None).await? else {
+        let Some(message) = read_message(&mut client_read, None).await? else {
             return Ok(());
         };
         // A frozen kernel: nothing goes through until the freeze ends.
         ledger.wait_thawed(slot).await;
-        let mut parts = request.start.split_whitespace();
-        let method = parts.next().unwrap_or("").to_owned();
-        let path = parts.next().unwrap_or("").to_owned();
-        let fault = if ledger.faults_on() {
-            let p = ledger.cut_probability;
-            if rng.chance(p) {
-                Fault::CutRequest(rng.range(1, request.raw.len().saturating_sub(1) as u64) as usize)
-            } else if rng.chance(p) {
-                Fault::CutResponse
-            } else {
-                Fault::None
-            }
-        } else {
-            Fault::None
-        };
+        let request = Request::new(message);
+        let fault = draw_fault(&ledger, &mut rng, &request);
         // A fresh kernel connection per exchange: a kept-alive one the kernel closes while idle
         // would be a cut nobody injected.
         let stream = TcpStream::connect(kernel).await?;
         let _ = stream.set_nodelay(true);
         let (up_read, mut up_write) = stream.into_split();
         let mut up_read = BufReader::new(up_read);
-        let (up_read, up_write) = (&mut up_read, &mut up_write);
         if let Fault::CutRequest(n) = fault {
-            ledger.counters.cut_requests.fetch_add(1, Ordering::Relaxed);
-            ledger.record_cut(&method, &path, "request");
-            let execution = path
-                .trim_start_matches("/v0/executions/")
-                .split(['/', '?'])
-                .next()
-                .unwrap_or("")
-                .to_owned();
-            ledger.trace(
-                &execution,
-                format!("slot {slot} {method} {path} request cut"),
-            );
-            let n = n.min(request.raw.len().saturating_sub(1)).max(1);
-            let _ = up_write.write_all(&request.raw[..n]).await;
+            record_request_cut(slot, &ledger, &request);
+            let raw = &request.message.raw;
+            let n = n.min(raw.len().saturating_sub(1)).max(1);
+            let _ = up_write.write_all(&raw[..n]).await;
             let _ = up_write.shutdown().await;
             let _ = client_write.shutdown().await;
             return Ok(());
         }
         let sent_at = Instant::now();
-        up_write.write_all(&request.raw).await?;
-        let Some(response) = read_message(up_read, Some(&method)).await? else {
+        up_write.write_all(&request.message.raw).await?;
+        let Some(response) = read_message(&mut up_read, Some(&request.method)).await? else {
             return Ok(());
         };
-        let execution = path
-            .trim_start_matches("/v0/executions/")
-            .split(['/', '?'])
-            .next()
-            .unwrap_or("")
-            .to_owned();
-        if method == "POST" && path.contains("/v0/executions/") {
-            let answer: serde_json::Value =
-                serde_json::from_slice(response.body()).unwrap_or_default();
-            ledger.trace(
-                &execution,
-                format!(
-                    "slot {slot} {method} {} [{} attempt {}] -> {} {} {}{}",
-                    path.trim_start_matches("/v0/executions/")
-                        .trim_start_matches(execution.as_str()),
-                    crate::webhook::short(request.header("rebuno-dispatch-id").unwrap_or("")),
-                    request.header("rebuno-dispatch-attempt").unwrap_or(""),
-                    response.start.split_whitespace().nth(1).unwrap_or(""),
-                    answer["decision"].as_str().unwrap_or(""),
-                    answer["step_id"]
-                        .as_str()
-                        .map_or("", |s| &s[..s.len().min(8)]),
-                    if matches!(fault, Fault::CutResponse) {
-                        " (response cut)"
-                    } else {
-                        ""
-                    }
-                ),
-            );
-        }
-        if let Some(kind) = settle_kind(&method, &path) {
-            let status = response
-                .start
-                .split_whitespace()
-                .nth(1)
-                .and_then(|s| s.parse::<u16>().ok())
-                .unwrap_or(0);
-            let decision = serde_json::from_slice::<serde_json::Value>(response.body())
-                .ok()
-                .and_then(|v| {
-                    v.get("decision")
-                        .and_then(|d| d.as_str())
-                        .map(str::to_owned)
-                })
-                .unwrap_or_default();
-            let call = SettleCall {
-                slot,
-                kind,
-                path: path.clone(),
-                dispatch_id: request
-                    .header("rebuno-dispatch-id")
-                    .unwrap_or("")
-                    .to_owned(),
-                attempt: request
-                    .header("rebuno-dispatch-attempt")
-                    .and_then(|a| a.parse().ok())
-                    .unwrap_or(0),
-                sent_at,
-                status,
-                decision,
-            };
-            ledger.record_settle(call);
+        trace_exchange(slot, &ledger, &request, &response, &fault);
+        if let Some(kind) = settle_kind(&request.method, &request.path) {
+            ledger.record_settle(settle_call(slot, kind, &request, &response, sent_at));
         }
         ledger.wait_thawed(slot).await;
         if let Fault::CutResponse = fault {
-            ledger
-                .counters
-                .cut_responses
-                .fetch_add(1, Ordering::Relaxed);
-            ledger.record_cut(&method, &path, "response");
-            let n = rng.range(1, response.raw.len().saturating_sub(1) as u64) as usize;
-            let _ = client_write
-                .write_all(&response.raw[..n.min(response.raw.len())])
-                .await;
-            let _ = client_write.shutdown().await;
+            cut_response(&ledger, &mut rng, &request, &response, &mut client_write).await;
             return Ok(());
         }
         client_write.write_all(&response.raw).await?;
-        if response.close || request.close {
+        if response.close || request.message.close {
             let _ = client_write.shutdown().await;
             return Ok(());
         }
     }
+}
+
+/// Draws the fault of one exchange from the connection's generator: a cut request (after a
+/// random number of its bytes), else a cut response, each with the ledger's cut probability;
+/// none while faults are off (then nothing is drawn).
+fn draw_fault(ledger: &Ledger, rng: &mut Rng, request: &Request) -> Fault {
+    if !ledger.faults_on() {
+        return Fault::None;
+    }
+    let p = ledger.cut_probability;
+    if rng.chance(p) {
+        let len = request.message.raw.len();
+        Fault::CutRequest(rng.range(1, len.saturating_sub(1) as u64) as usize)
+    } else if rng.chance(p) {
+        Fault::CutResponse
+    } else {
+        Fault::None
+    }
+}
+
+/// Counts and records a cut request, and traces it under its execution.
+fn record_request_cut(slot: usize, ledger: &Ledger, request: &Request) {
+    let (method, path) = (&request.method, &request.path);
+    ledger.counters.cut_requests.fetch_add(1, Ordering::Relaxed);
+    ledger.record_cut(method, path, "request");
+    ledger.trace(
+        &request.execution(),
+        format!("slot {slot} {method} {path} request cut"),
+    );
+}
+
+/// Traces an agent's `POST` under its execution: the lease it carried, the kernel's status,
+/// decision and step id, and whether its response is about to be cut.
+fn trace_exchange(
+    slot: usize,
+    ledger: &Ledger,
+    request: &Request,
+    response: &Message,
+    fault: &Fault,
+) {
+    let (method, path) = (&request.method, &request.path);
+    if method != "POST" || !path.contains("/v0/executions/") {
+        return;
+    }
+    let execution = request.execution();
+    let answer: serde_json::Value = serde_json::from_slice(response.body()).unwrap_or_default();
+    let message = &request.message;
+    ledger.trace(
+        &execution,
+        format!(
+            "slot {slot} {method} {} [{} attempt {}] -> {} {} {}{}",
+            path.trim_start_matches("/v0/executions/")
+                .trim_start_matches(execution.as_str()),
+            crate::webhook::short(message.header("rebuno-dispatch-id").unwrap_or("")),
+            message.header("rebuno-dispatch-attempt").unwrap_or(""),
+            response.start.split_whitespace().nth(1).unwrap_or(""),
+            answer["decision"].as_str().unwrap_or(""),
+            answer["step_id"]
+                .as_str()
+                .map_or("", |s| &s[..s.len().min(8)]),
+            if matches!(fault, Fault::CutResponse) {
+                " (response cut)"
+            } else {
+                ""
+            }
+        ),
+    );
+}
+
+/// The ledger's record of a settle call of kind `kind`: the lease it carried (dispatch id and
+/// attempt headers), when it was sent, and the kernel's status and decision.
+fn settle_call(
+    slot: usize,
+    kind: &'static str,
+    request: &Request,
+    response: &Message,
+    sent_at: Instant,
+) -> SettleCall {
+    let status = response
+        .start
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse::<u16>().ok())
+        .unwrap_or(0);
+    let decision = serde_json::from_slice::<serde_json::Value>(response.body())
+        .ok()
+        .and_then(|v| {
+            v.get("decision")
+                .and_then(|d| d.as_str())
+                .map(str::to_owned)
+        })
+        .unwrap_or_default();
+    SettleCall {
+        slot,
+        kind,
+        path: request.path.clone(),
+        dispatch_id: request
+            .message
+            .header("rebuno-dispatch-id")
+            .unwrap_or("")
+            .to_owned(),
+        attempt: request
+            .message
+            .header("rebuno-dispatch-attempt")
+            .and_then(|a| a.parse().ok())
+            .unwrap_or(0),
+        sent_at,
+        status,
+        decision,
+    }
+}
+
+/// Counts and records a cut response, then sends the agent a random prefix of it and closes
+/// the connection (the kernel did process the request).
+async fn cut_response(
+    ledger: &Ledger,
+    rng: &mut Rng,
+    request: &Request,
+    response: &Message,
+    client_write: &mut tokio::net::tcp::OwnedWriteHalf,
+) {
+    ledger
+        .counters
+        .cut_responses
+        .fetch_add(1, Ordering::Relaxed);
+    ledger.record_cut(&request.method, &request.path, "response");
+    let n = rng.range(1, response.raw.len().saturating_sub(1) as u64) as usize;
+    let _ = client_write
+        .write_all(&response.raw[..n.min(response.raw.len())])
+        .await;
+    let _ = client_write.shutdown().await;
 }

@@ -136,10 +136,29 @@ pub(crate) struct Inputs<'a> {
     pub(crate) restarts_only: bool,
 }
 
+/// Top-level executions and the children found under them, in the order they were checked:
+/// id, program and parent (`None` for a top-level one).
+type Checked = Vec<(String, Program, Option<String>)>;
+
+/// How each checked execution ended (status and failure reason), by program label.
+type Outcomes = HashMap<String, (ExecutionStatus, String)>;
+
 /// Runs every check.
 pub(crate) fn verify(inputs: &Inputs<'_>) -> Report {
     let mut report = Report::default();
     let (effects, total, bad) = read_effects(inputs.effects_path);
+    count_effects(&mut report, &effects, total, bad);
+    let (checked, outcomes) = check_executions(inputs, &mut report, &effects);
+    check_subagent_failures(inputs, &mut report, &checked, &outcomes);
+    check_fencing(inputs, &mut report);
+    check_panics(inputs, &mut report);
+    report
+}
+
+/// Counts the effect log's lines (and its at-most-once ones) for the summary, and reports the
+/// lines that do not parse: the effect log must be well formed for the other checks to mean
+/// anything.
+fn count_effects(report: &mut Report, effects: &Effects, total: usize, bad: Vec<String>) {
     report.effects = total;
     report.at_most_once_effects = effects
         .values()
@@ -149,13 +168,22 @@ pub(crate) fn verify(inputs: &Inputs<'_>) -> Report {
     for line in bad {
         report.violate("effect log is well formed", "-", line);
     }
+}
+
+/// Checks every top-level execution and, breadth first, every child found under them. Returns
+/// what was checked and how each ended, for the checks that span a parent and its children.
+fn check_executions(
+    inputs: &Inputs<'_>,
+    report: &mut Report,
+    effects: &Effects,
+) -> (Checked, Outcomes) {
     // Children: by label, from the parents' programs; found through the parent's spawn step.
-    let mut queue: Vec<(String, Program, Option<String>)> = inputs
+    let mut queue: Checked = inputs
         .created
         .iter()
         .map(|(id, p)| (id.clone(), p.clone(), None))
         .collect();
-    let mut outcome: HashMap<String, (ExecutionStatus, String)> = HashMap::new();
+    let mut outcome: Outcomes = HashMap::new();
     let mut index = 0;
     while index < queue.len() {
         let (id, program, parent) = queue[index].clone();
@@ -169,7 +197,7 @@ pub(crate) fn verify(inputs: &Inputs<'_>) -> Report {
             report.violate("execution exists", &id, program.label.clone());
             continue;
         };
-        let children = check_execution(inputs, &mut report, &execution, &program, &effects);
+        let children = check_execution(inputs, report, &execution, &program, effects);
         for (child, child_program) in children {
             queue.push((child, child_program, Some(id.clone())));
         }
@@ -178,8 +206,18 @@ pub(crate) fn verify(inputs: &Inputs<'_>) -> Report {
             (execution.status, execution.failure_reason.clone()),
         );
     }
-    // A parent failed by its subagent needs a failed child.
-    for (id, program, _) in &queue {
+    (queue, outcome)
+}
+
+/// A parent failed by its subagent needs a failed child, or a cut of the spawn tool's own
+/// kernel call (then its failure moves from `subagent_failed` to `network: cut subagent call`).
+fn check_subagent_failures(
+    inputs: &Inputs<'_>,
+    report: &mut Report,
+    checked: &Checked,
+    outcome: &Outcomes,
+) {
+    for (id, program, _) in checked {
         let Some((status, reason)) = outcome.get(&program.label) else {
             continue;
         };
@@ -196,17 +234,7 @@ pub(crate) fn verify(inputs: &Inputs<'_>) -> Report {
             || !inputs.ledger.cuts_of(id).is_empty();
         if !child_failed && cut {
             // The spawn tool's own kernel call (child create, step read) was cut.
-            if let Some(n) = report.failed.get_mut("subagent_failed") {
-                *n -= 1;
-            }
-            *report
-                .failed
-                .entry("network: cut subagent call".to_owned())
-                .or_default() += 1;
-            report
-                .failed_examples
-                .entry("network: cut subagent call".to_owned())
-                .or_insert_with(|| format!("{id}: {reason}"));
+            reclass_as_cut_subagent_call(report, id, reason);
         } else if !child_failed {
             report.violate(
                 "failed only with reasons the faults explain",
@@ -215,14 +243,32 @@ pub(crate) fn verify(inputs: &Inputs<'_>) -> Report {
             );
         }
     }
-    check_fencing(inputs, &mut report);
+}
+
+/// Moves one failure from the `subagent_failed` class to `network: cut subagent call`, keeping
+/// `id: reason` as the new class's example if it has none yet.
+fn reclass_as_cut_subagent_call(report: &mut Report, id: &str, reason: &str) {
+    if let Some(n) = report.failed.get_mut("subagent_failed") {
+        *n -= 1;
+    }
+    *report
+        .failed
+        .entry("network: cut subagent call".to_owned())
+        .or_default() += 1;
+    report
+        .failed_examples
+        .entry("network: cut subagent call".to_owned())
+        .or_insert_with(|| format!("{id}: {reason}"));
+}
+
+/// No panics: the agents' and the kernel's stderr have no `panicked at`.
+fn check_panics(inputs: &Inputs<'_>, report: &mut Report) {
     for path in &inputs.agent_logs {
         let text = std::fs::read_to_string(path).unwrap_or_default();
         for line in text.lines().filter(|l| l.contains("panicked at")) {
             report.violate("no panics", &path.display().to_string(), line.to_owned());
         }
     }
-    report
 }
 
 /// The reason class of a failure, or `None` when the faults do not explain it.
@@ -263,31 +309,80 @@ fn check_execution(
     program: &Program,
     effects: &Effects,
 ) -> Vec<(String, Program)> {
-    let id = execution.id.clone();
-    let steps = inputs.kernel.steps(&id);
-    let events = inputs.kernel.events(&id);
-    let label = &program.label;
-    // At most one settle event per step.
-    let mut settles: HashMap<&str, usize> = HashMap::new();
-    for event in &events {
-        if matches!(
-            event.kind.as_str(),
-            "step.succeeded" | "step.failed" | "step.denied"
-        ) && let Some(step) = event.payload.get("step_id").and_then(Value::as_str)
-        {
-            *settles.entry(step).or_default() += 1;
+    let id = execution.id.as_str();
+    let view = ExecutionView {
+        inputs,
+        execution,
+        program,
+        effects,
+        id,
+        steps: inputs.kernel.steps(id),
+        events: inputs.kernel.events(id),
+    };
+    view.check_settles_once(report);
+    view.check_ends(report);
+    report.indeterminate_steps += view.steps.iter().filter(|s| is_indeterminate(s)).count();
+    view.check_one_step_per_op(report);
+    for op in program.leaves() {
+        view.check_leaf(report, op);
+    }
+    view.check_outcome(report);
+    check_restarts(inputs, report, execution, program, &view.events, effects);
+    view.children(report)
+}
+
+/// One execution as the checks see it: the execution, its program, the kernel's steps and
+/// events of it, and the effect log.
+struct ExecutionView<'a> {
+    inputs: &'a Inputs<'a>,
+    execution: &'a Execution,
+    program: &'a Program,
+    effects: &'a Effects,
+    /// The execution's id.
+    id: &'a str,
+    steps: Vec<StepRecord>,
+    events: Vec<Event>,
+}
+
+impl ExecutionView<'_> {
+    /// The program's label, which every detail starts with.
+    fn label(&self) -> &str {
+        &self.program.label
+    }
+
+    /// The effect lines of op `op` of this execution.
+    fn effect_lines(&self, op: &Op) -> Option<&Vec<EffectLine>> {
+        self.effects.get(&(self.id.to_owned(), op.id()))
+    }
+
+    /// Each step settles once: at most one `step.succeeded|failed|denied` event per step id.
+    fn check_settles_once(&self, report: &mut Report) {
+        let mut settles: HashMap<&str, usize> = HashMap::new();
+        for event in &self.events {
+            if matches!(
+                event.kind.as_str(),
+                "step.succeeded" | "step.failed" | "step.denied"
+            ) && let Some(step) = event.payload.get("step_id").and_then(Value::as_str)
+            {
+                *settles.entry(step).or_default() += 1;
+            }
+        }
+        for (step, n) in settles.iter().filter(|(_, n)| **n > 1) {
+            report.violate(
+                "each step settles once",
+                self.id,
+                format!("{}: step {step} settled {n} times", self.label()),
+            );
         }
     }
-    for (step, n) in settles.iter().filter(|(_, n)| **n > 1) {
-        report.violate(
-            "each step settles once",
-            &id,
-            format!("{label}: step {step} settled {n} times"),
-        );
-    }
-    let terminal = execution.status.is_terminal();
-    if !terminal {
-        let tail: Vec<String> = events
+
+    /// Nothing stuck: the execution is terminal (the detail shows its last six events).
+    fn check_ends(&self, report: &mut Report) {
+        if self.execution.status.is_terminal() {
+            return;
+        }
+        let tail: Vec<String> = self
+            .events
             .iter()
             .rev()
             .take(6)
@@ -295,42 +390,65 @@ fn check_execution(
             .collect();
         report.violate(
             "every execution ends",
-            &id,
+            self.id,
             format!(
-                "{label}: still {:?}; last events {tail:?}",
-                execution.status
+                "{}: still {:?}; last events {tail:?}",
+                self.label(),
+                self.execution.status
             ),
         );
     }
-    report.indeterminate_steps += steps.iter().filter(|s| is_indeterminate(s)).count();
-    let completed = execution.status == ExecutionStatus::Completed;
-    // One kernel step per op: a second one means the op was submitted twice in one attempt.
-    let subagents = program
-        .ops
-        .iter()
-        .filter(|op| matches!(op, Op::Subagent { .. }));
-    for op in program.leaves().into_iter().chain(subagents) {
-        let matching: Vec<&str> = steps_of(&steps, op)
+
+    /// One kernel step per op (leaves and subagent calls): a second one means the op was
+    /// submitted twice in one attempt.
+    fn check_one_step_per_op(&self, report: &mut Report) {
+        let subagents = self
+            .program
+            .ops
             .iter()
-            .map(|s| &s.step_id[..8])
-            .collect();
-        if matching.len() > 1 {
-            report.violate(
-                "each op is one step",
-                &id,
-                format!(
-                    "{label}: op {} ({:?}) has {} steps {matching:?}",
-                    op.id(),
-                    op.effect_kind().unwrap_or("subagent"),
-                    matching.len()
-                ),
-            );
+            .filter(|op| matches!(op, Op::Subagent { .. }));
+        for op in self.program.leaves().into_iter().chain(subagents) {
+            let matching: Vec<&str> = steps_of(&self.steps, op)
+                .iter()
+                .map(|s| &s.step_id[..8])
+                .collect();
+            if matching.len() > 1 {
+                report.violate(
+                    "each op is one step",
+                    self.id,
+                    format!(
+                        "{}: op {} ({:?}) has {} steps {matching:?}",
+                        self.label(),
+                        op.id(),
+                        op.effect_kind().unwrap_or("subagent"),
+                        matching.len()
+                    ),
+                );
+            }
         }
     }
-    for op in program.leaves() {
-        let step = step_of(&steps, op);
-        let count = effects.get(&(id.clone(), op.id())).map_or(0, Vec::len);
-        let kinds_ok = effects.get(&(id.clone(), op.id())).is_none_or(|lines| {
+
+    /// Checks one leaf op against the effect log and its kernel step: the logged kind, how many
+    /// times its body ran for its kind of op, and, in a completed execution, its step's status.
+    fn check_leaf(&self, report: &mut Report, op: &Op) {
+        let step = step_of(&self.steps, op);
+        self.check_effect_kinds(report, op);
+        match op {
+            Op::AtMostOnce { .. } => self.check_at_most_once(report, op, step),
+            Op::Denied { .. } => self.check_denied_never_runs(report, op, step),
+            Op::Tool { .. } | Op::Step { .. } | Op::Approval { .. } | Op::Llm { .. } => {
+                self.check_recorded_effect_ran(report, op, step);
+            }
+            Op::Subagent { .. } | Op::Parallel { .. } => {}
+        }
+        if self.execution.status == ExecutionStatus::Completed {
+            self.check_completed_step(report, op, step);
+        }
+    }
+
+    /// The effect log matches the program: every line of `op` has the op's effect kind.
+    fn check_effect_kinds(&self, report: &mut Report, op: &Op) {
+        let kinds_ok = self.effect_lines(op).is_none_or(|lines| {
             lines
                 .iter()
                 .all(|l| Some(l.kind.as_str()) == op.effect_kind())
@@ -338,144 +456,201 @@ fn check_execution(
         if !kinds_ok {
             report.violate(
                 "effect log matches the program",
-                &id,
-                format!("{label}: op {} logged a different kind", op.id()),
+                self.id,
+                format!("{}: op {} logged a different kind", self.label(), op.id()),
             );
         }
+    }
+
+    /// At most once: an at-most-once effect ran at most once, and exactly once when its step
+    /// succeeded.
+    fn check_at_most_once(&self, report: &mut Report, op: &Op, step: Option<&StepRecord>) {
+        let count = self.effect_lines(op).map_or(0, Vec::len);
         let status = step.map(|s| s.status.as_str());
-        match op {
-            Op::AtMostOnce { .. } => {
-                if count > 1 {
-                    let pids: Vec<String> = effects
-                        .get(&(id.clone(), op.id()))
-                        .into_iter()
-                        .flatten()
-                        .map(|l| format!("pid {} attempt {}", l.pid, l.attempt))
-                        .collect();
-                    report.violate(
-                        "at-most-once effects run at most once",
-                        &id,
-                        format!(
-                            "{label}: op {} ran {count} times ({pids:?}); step {status:?}",
-                            op.id()
-                        ),
-                    );
-                }
-                if status == Some("succeeded") && count != 1 {
-                    report.violate(
-                        "a recorded effect ran",
-                        &id,
-                        format!("{label}: op {} succeeded but ran {count} times", op.id()),
-                    );
-                }
-            }
-            Op::Denied { .. } => {
-                if count != 0 {
-                    report.violate(
-                        "a denied tool never runs",
-                        &id,
-                        format!("{label}: op {} ran {count} times", op.id()),
-                    );
-                }
-                if step.is_some_and(|s| s.status != "denied") {
-                    report.violate(
-                        "a denied tool never runs",
-                        &id,
-                        format!("{label}: op {} step is {status:?}", op.id()),
-                    );
-                }
-            }
-            Op::Tool { .. } | Op::Step { .. } | Op::Approval { .. } | Op::Llm { .. } => {
-                if status == Some("succeeded") && count == 0 {
-                    report.violate(
-                        "a recorded effect ran",
-                        &id,
-                        format!("{label}: op {} succeeded but never ran", op.id()),
-                    );
-                }
-            }
-            Op::Subagent { .. } | Op::Parallel { .. } => {}
+        if count > 1 {
+            let pids: Vec<String> = self
+                .effect_lines(op)
+                .into_iter()
+                .flatten()
+                .map(|l| format!("pid {} attempt {}", l.pid, l.attempt))
+                .collect();
+            report.violate(
+                "at-most-once effects run at most once",
+                self.id,
+                format!(
+                    "{}: op {} ran {count} times ({pids:?}); step {status:?}",
+                    self.label(),
+                    op.id()
+                ),
+            );
         }
-        if completed {
-            let want = if matches!(op, Op::Denied { .. }) {
-                "denied"
-            } else {
-                "succeeded"
-            };
-            if status != Some(want) {
-                report.violate(
-                    "a completed execution recorded every effect",
-                    &id,
-                    format!("{label}: op {} step is {status:?}, want {want:?}", op.id()),
-                );
-            }
+        if status == Some("succeeded") && count != 1 {
+            report.violate(
+                "a recorded effect ran",
+                self.id,
+                format!(
+                    "{}: op {} succeeded but ran {count} times",
+                    self.label(),
+                    op.id()
+                ),
+            );
         }
     }
-    match execution.status {
-        ExecutionStatus::Completed => {
-            report.completed += 1;
-            let want = expected_output(program);
-            if execution.output.as_ref() != Some(&want) {
+
+    /// A denied tool never runs: no effect line, and its step (if any) is `denied`.
+    fn check_denied_never_runs(&self, report: &mut Report, op: &Op, step: Option<&StepRecord>) {
+        let count = self.effect_lines(op).map_or(0, Vec::len);
+        let status = step.map(|s| s.status.as_str());
+        if count != 0 {
+            report.violate(
+                "a denied tool never runs",
+                self.id,
+                format!("{}: op {} ran {count} times", self.label(), op.id()),
+            );
+        }
+        if step.is_some_and(|s| s.status != "denied") {
+            report.violate(
+                "a denied tool never runs",
+                self.id,
+                format!("{}: op {} step is {status:?}", self.label(), op.id()),
+            );
+        }
+    }
+
+    /// A recorded effect ran: a succeeded step of an op with a body has at least one effect line.
+    fn check_recorded_effect_ran(&self, report: &mut Report, op: &Op, step: Option<&StepRecord>) {
+        let count = self.effect_lines(op).map_or(0, Vec::len);
+        let status = step.map(|s| s.status.as_str());
+        if status == Some("succeeded") && count == 0 {
+            report.violate(
+                "a recorded effect ran",
+                self.id,
+                format!("{}: op {} succeeded but never ran", self.label(), op.id()),
+            );
+        }
+    }
+
+    /// Completed means complete: in a completed execution every leaf op's step is `succeeded`
+    /// (the denied one `denied`).
+    fn check_completed_step(&self, report: &mut Report, op: &Op, step: Option<&StepRecord>) {
+        let status = step.map(|s| s.status.as_str());
+        let want = if matches!(op, Op::Denied { .. }) {
+            "denied"
+        } else {
+            "succeeded"
+        };
+        if status != Some(want) {
+            report.violate(
+                "a completed execution recorded every effect",
+                self.id,
+                format!(
+                    "{}: op {} step is {status:?}, want {want:?}",
+                    self.label(),
+                    op.id()
+                ),
+            );
+        }
+    }
+
+    /// Counts how the execution ended: a completed one must have the fault-free output, a
+    /// failed one a reason the faults explain (its class counted), and nothing else ends.
+    fn check_outcome(&self, report: &mut Report) {
+        match self.execution.status {
+            ExecutionStatus::Completed => {
+                report.completed += 1;
+                self.check_fault_free_output(report);
+            }
+            ExecutionStatus::Failed => self.classify_failure(report),
+            status if status.is_terminal() => {
                 report.violate(
-                    "a completed execution has the fault-free output",
-                    &id,
-                    format!(
-                        "{label}: output {} != expected {want}",
-                        execution.output.clone().unwrap_or(Value::Null)
-                    ),
+                    "failed only with reasons the faults explain",
+                    self.id,
+                    format!("{}: ended {status:?} (nothing cancels)", self.label()),
                 );
             }
+            _ => {}
         }
-        ExecutionStatus::Failed => match classify(inputs, execution, &steps) {
+    }
+
+    /// A completed execution has the output the program computes without faults.
+    fn check_fault_free_output(&self, report: &mut Report) {
+        let want = expected_output(self.program);
+        if self.execution.output.as_ref() != Some(&want) {
+            report.violate(
+                "a completed execution has the fault-free output",
+                self.id,
+                format!(
+                    "{}: output {} != expected {want}",
+                    self.label(),
+                    self.execution.output.clone().unwrap_or(Value::Null)
+                ),
+            );
+        }
+    }
+
+    /// Counts a failure in its class (keeping the first as the class's example), or as
+    /// `unexplained` with a violation when the faults do not explain it.
+    fn classify_failure(&self, report: &mut Report) {
+        match classify(self.inputs, self.execution, &self.steps) {
             Ok(class) => {
                 *report.failed.entry(class.to_owned()).or_default() += 1;
                 report
                     .failed_examples
                     .entry(class.to_owned())
-                    .or_insert_with(|| format!("{id}: {}", execution.failure_reason));
+                    .or_insert_with(|| format!("{}: {}", self.id, self.execution.failure_reason));
             }
             Err(detail) => {
                 *report.failed.entry("unexplained".to_owned()).or_default() += 1;
                 report.violate(
                     "failed only with reasons the faults explain",
-                    &id,
-                    format!("{label}: {detail}"),
+                    self.id,
+                    format!("{}: {detail}", self.label()),
                 );
             }
-        },
-        status if status.is_terminal() => {
-            report.violate(
-                "failed only with reasons the faults explain",
-                &id,
-                format!("{label}: ended {status:?} (nothing cancels)"),
-            );
         }
-        _ => {}
     }
-    check_restarts(inputs, report, execution, program, &events, effects);
-    // Children, through the spawn steps' ids (a subagent's `spawned_by`).
-    let mut children = Vec::new();
-    let subagent_ops: Vec<(&Op, &Program)> = program
-        .ops
-        .iter()
-        .filter_map(|op| match op {
-            Op::Subagent { program, .. } => Some((op, program)),
-            _ => None,
-        })
-        .collect();
-    if !subagent_ops.is_empty() {
-        for candidate in inputs.kernel_children(&id) {
-            let Some(child) = inputs.kernel.execution(&candidate) else {
+
+    /// Children, through the spawn steps' ids (a subagent's `spawned_by`); checks that they
+    /// match the program, one per subagent call. Returns them (id and program) to check next.
+    fn children(&self, report: &mut Report) -> Vec<(String, Program)> {
+        let subagent_ops: Vec<(&Op, &Program)> = self
+            .program
+            .ops
+            .iter()
+            .filter_map(|op| match op {
+                Op::Subagent { program, .. } => Some((op, program)),
+                _ => None,
+            })
+            .collect();
+        if subagent_ops.is_empty() {
+            return Vec::new();
+        }
+        let children = self.spawned_children(report, &subagent_ops);
+        self.check_one_child_per_call(report, &children);
+        children
+    }
+
+    /// The kernel's children of this execution, each matched to the subagent op whose spawn
+    /// step spawned it; a child of no spawn step, or whose input is not its program, is a
+    /// violation (the latter is still returned).
+    fn spawned_children(
+        &self,
+        report: &mut Report,
+        subagent_ops: &[(&Op, &Program)],
+    ) -> Vec<(String, Program)> {
+        let mut children = Vec::new();
+        for candidate in self.inputs.kernel_children(self.id) {
+            let Some(child) = self.inputs.kernel.execution(&candidate) else {
                 continue;
             };
             let Some((_, child_program)) = subagent_ops.iter().find(|(op, _)| {
-                step_of(&steps, op).map(|s| s.step_id.as_str())
+                step_of(&self.steps, op).map(|s| s.step_id.as_str())
                     == child.spawned_by.as_ref().map(|s| s.step_id.as_str())
             }) else {
                 report.violate(
                     "subagents match the program",
                     &candidate,
-                    format!("{label}: a child of no spawn step"),
+                    format!("{}: a child of no spawn step", self.label()),
                 );
                 continue;
             };
@@ -483,24 +658,28 @@ fn check_execution(
                 report.violate(
                     "subagents match the program",
                     &candidate,
-                    format!("{label}: child input differs from its program"),
+                    format!("{}: child input differs from its program", self.label()),
                 );
             }
             children.push((candidate, (*child_program).clone()));
         }
+        children
+    }
+
+    /// One child per subagent call: no two children run the same child program (by label).
+    fn check_one_child_per_call(&self, report: &mut Report, children: &[(String, Program)]) {
         let mut seen: HashMap<String, usize> = HashMap::new();
-        for (_, p) in &children {
+        for (_, p) in children {
             *seen.entry(p.label.clone()).or_default() += 1;
         }
         for (child_label, n) in seen.into_iter().filter(|(_, n)| *n > 1) {
             report.violate(
                 "one child per subagent call",
-                &id,
-                format!("{label}: {n} children for {child_label}"),
+                self.id,
+                format!("{}: {n} children for {child_label}", self.label()),
             );
         }
     }
-    children
 }
 
 /// No execution failed by a kernel restart: none at all when restarts were the only fault;

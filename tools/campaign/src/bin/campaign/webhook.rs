@@ -116,6 +116,9 @@ impl WebhookProxy {
         Rng::new(rng.next_u64())
     }
 
+    /// Handles one webhook from the kernel: records the claim, routes the attempt to a slot
+    /// (maybe delayed, maybe with a host deadline), delivers it, maybe duplicates it later, and
+    /// answers the kernel with the agent's status (`502` when the agent was unreachable).
     async fn handle(
         &self,
         request: http::Request<hyper::body::Incoming>,
@@ -130,40 +133,10 @@ impl WebhookProxy {
         let Ok(body) = request.into_body().collect().await.map(|b| b.to_bytes()) else {
             return status(400);
         };
-        let payload: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
-        let execution_id = payload["execution_id"].as_str().unwrap_or("").to_owned();
-        let dispatch_id = payload["dispatch_id"].as_str().unwrap_or("").to_owned();
-        let attempt = u32::try_from(payload["dispatch_attempt"].as_u64().unwrap_or(0)).unwrap_or(0);
-        self.ledger.record_claim(
-            &dispatch_id,
-            Claim {
-                execution_id: execution_id.clone(),
-                attempt,
-                seen_at,
-            },
-        );
-        {
-            let mut latest = lock(&self.latest);
-            let entry = latest.entry(dispatch_id.clone()).or_insert(0);
-            *entry = (*entry).max(attempt);
-        }
-        self.ledger
-            .counters
-            .deliveries
-            .fetch_add(1, Ordering::Relaxed);
+        let (execution_id, dispatch_id, attempt) = attempt_of(&body);
+        self.record_claim(&execution_id, &dispatch_id, attempt, seen_at);
         let mut rng = self.roll();
-        // Prefer a live slot; the kernel retries when the chosen one is down.
-        let live: Vec<usize> = self
-            .slots
-            .iter()
-            .filter(|s| s.alive.load(Ordering::SeqCst))
-            .map(|s| s.index)
-            .collect();
-        let slot = if live.is_empty() {
-            rng.range(0, self.slots.len() as u64 - 1) as usize
-        } else {
-            live[rng.range(0, live.len() as u64 - 1) as usize]
-        };
+        let slot = self.pick_slot(&mut rng);
         let faults = self.ledger.faults_on();
         if faults && rng.chance(self.rates.delay) {
             self.ledger.counters.delayed.fetch_add(1, Ordering::Relaxed);
@@ -180,10 +153,64 @@ impl WebhookProxy {
             body,
             signature,
         };
+        let answer = self.deliver(&mut delivery, deadline).await;
+        lock(&self.deliveries).push(delivery.clone());
+        if faults && rng.chance(self.rates.duplicate) {
+            self.duplicate_later(delivery, Duration::from_millis(rng.range(0, 800)));
+        }
+        match answer {
+            Some(code) => status(code),
+            None => status(502),
+        }
+    }
+
+    /// Records that the kernel claimed `attempt` of `dispatch_id` (seen at `seen_at`, for the
+    /// fencing check), keeps the dispatch's latest attempt (for stale replays), and counts the
+    /// delivery.
+    fn record_claim(&self, execution_id: &str, dispatch_id: &str, attempt: u32, seen_at: Instant) {
+        self.ledger.record_claim(
+            dispatch_id,
+            Claim {
+                execution_id: execution_id.to_owned(),
+                attempt,
+                seen_at,
+            },
+        );
+        {
+            let mut latest = lock(&self.latest);
+            let entry = latest.entry(dispatch_id.to_owned()).or_insert(0);
+            *entry = (*entry).max(attempt);
+        }
+        self.ledger
+            .counters
+            .deliveries
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Picks the slot of a delivery: a random live one, or any one when none is live (the
+    /// kernel retries when the chosen one is down).
+    fn pick_slot(&self, rng: &mut Rng) -> usize {
+        let live: Vec<usize> = self
+            .slots
+            .iter()
+            .filter(|s| s.alive.load(Ordering::SeqCst))
+            .map(|s| s.index)
+            .collect();
+        if live.is_empty() {
+            rng.range(0, self.slots.len() as u64 - 1) as usize
+        } else {
+            live[rng.range(0, live.len() as u64 - 1) as usize]
+        }
+    }
+
+    /// Sends `delivery` to its slot while holding the slot's generation (so a kill waits for
+    /// it, and a later repeat can go to the same process only), counts a host deadline, and
+    /// traces the delivery. Returns the agent's status, `None` when it was unreachable.
+    async fn deliver(&self, delivery: &mut Delivery, deadline: Option<u64>) -> Option<u16> {
         let answer = {
-            let generation = self.slots[slot].generation.read().await;
+            let generation = self.slots[delivery.slot].generation.read().await;
             delivery.generation = *generation;
-            let answer = self.send(&delivery, deadline).await;
+            let answer = self.send(delivery, deadline).await;
             drop(generation);
             answer
         };
@@ -204,24 +231,22 @@ impl WebhookProxy {
                 deadline.map_or(String::new(), |ms| format!(" deadline {ms}ms"))
             ),
         );
-        lock(&self.deliveries).push(delivery.clone());
-        if faults && rng.chance(self.rates.duplicate) {
-            let pause = Duration::from_millis(rng.range(0, 800));
-            let this = self.clone_handle();
-            tokio::spawn(async move {
-                tokio::time::sleep(pause).await;
-                if this.resend(&delivery).await {
-                    this.ledger
-                        .counters
-                        .duplicated
-                        .fetch_add(1, Ordering::Relaxed);
-                }
-            });
-        }
-        match answer {
-            Some(code) => status(code),
-            None => status(502),
-        }
+        answer
+    }
+
+    /// Sends `delivery` again after `pause`, in the background, to the same process only;
+    /// counts it as duplicated when it went.
+    fn duplicate_later(&self, delivery: Delivery, pause: Duration) {
+        let this = self.clone_handle();
+        tokio::spawn(async move {
+            tokio::time::sleep(pause).await;
+            if this.resend(&delivery).await {
+                this.ledger
+                    .counters
+                    .duplicated
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+        });
     }
 
     fn clone_handle(&self) -> Handle {
@@ -331,6 +356,16 @@ impl Handle {
 /// The last 6 characters of an id.
 pub(crate) fn short(id: &str) -> &str {
     &id[id.len().saturating_sub(6)..]
+}
+
+/// The execution id, dispatch id and attempt a webhook's payload names (empty and 0 when
+/// missing, so a malformed payload is still delivered and traced).
+fn attempt_of(body: &Bytes) -> (String, String, u32) {
+    let payload: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    let execution_id = payload["execution_id"].as_str().unwrap_or("").to_owned();
+    let dispatch_id = payload["dispatch_id"].as_str().unwrap_or("").to_owned();
+    let attempt = u32::try_from(payload["dispatch_attempt"].as_u64().unwrap_or(0)).unwrap_or(0);
+    (execution_id, dispatch_id, attempt)
 }
 
 fn status(code: u16) -> http::Response<Full<Bytes>> {
