@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""Lists the functions of the workspace's library code longer than a limit (60 lines by default).
+"""Lists the functions of the workspace's crates longer than a limit (60 lines by default).
 
     scripts/long-functions.py            # every function over 60 lines, longest first; exit 1 if any
     scripts/long-functions.py --max 80   # another limit
     scripts/long-functions.py --top 10   # the ten longest, whatever their length (exit 0)
 
-Library code: the `src/` folders of the crates (the core, adapters/*, devkernel, examples/*),
-without the `#[cfg(test)]` module that ends a file. A function's length counts its lines from
-`fn` to its closing brace, doc comments and attributes left out. The scanner knows Rust's
-strings, raw strings, chars and comments well enough for this code; it is not a parser.
+Crate code: the `src/` folders of every crate (the core, adapters/*, devkernel, examples/*, and
+the tools/* that CI runs: bench, campaign, fuzz, the E2B stand-in), without the `#[cfg(test)]`
+module that ends a file; test files (`tests/`) are not counted. A function's length counts its
+lines from `fn` to its closing brace, doc comments and attributes left out. The scanner knows
+Rust's strings, raw strings, chars and comments well enough for this code; it is not a parser.
 """
 
 import argparse
@@ -17,7 +18,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE_DIRS = ["src", "adapters/*/src", "devkernel/src", "examples/*/src"]
+SOURCE_DIRS = ["src", "adapters/*/src", "devkernel/src", "examples/*/src", "tools/*/src"]
 FN = re.compile(r"^\s*(pub(\([^)]*\))?\s+)?((const|async|unsafe|extern \"C\")\s+)*fn\s+(\w+)")
 
 

@@ -82,17 +82,7 @@ pub(crate) async fn drive(
     let skip = (warmup.as_secs_f64() * f64::from(rate)) as usize;
     let total = skip + (seconds.as_secs_f64() * f64::from(rate)) as usize;
     // Everything signed up front: the sender's cost stays out of the measured latency.
-    let dispatches: Vec<(Bytes, String)> = (0..total)
-        .map(|_| {
-            let body = format!(
-                r#"{{"execution_id":"{}","dispatch_id":"{}","dispatch_attempt":1,"lease_timeout_seconds":120}}"#,
-                uuid::Uuid::new_v4(),
-                uuid::Uuid::new_v4()
-            );
-            let signature = sign_webhook(&secret, body.as_bytes());
-            (Bytes::from(body), signature)
-        })
-        .collect();
+    let dispatches = signed_dispatches(&secret, total);
     let client = reqwest::Client::builder().build()?;
     let samples = Arc::new(Mutex::new(Vec::with_capacity(total)));
     let mut ticker = tokio::time::interval(period);
@@ -129,9 +119,29 @@ pub(crate) async fn drive(
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner),
     );
+    Ok(summarize(&samples))
+}
+
+/// `total` webhook bodies for new executions, each with its signature.
+fn signed_dispatches(secret: &Secret, total: usize) -> Vec<(Bytes, String)> {
+    (0..total)
+        .map(|_| {
+            let body = format!(
+                r#"{{"execution_id":"{}","dispatch_id":"{}","dispatch_attempt":1,"lease_timeout_seconds":120}}"#,
+                uuid::Uuid::new_v4(),
+                uuid::Uuid::new_v4()
+            );
+            let signature = sign_webhook(secret, body.as_bytes());
+            (Bytes::from(body), signature)
+        })
+        .collect()
+}
+
+/// The report of the samples `(acknowledged, latency from schedule, latency from send)`.
+fn summarize(samples: &[(bool, f64, f64)]) -> AckReport {
     let mut latencies: Vec<f64> = samples.iter().map(|(_, l, _)| *l).collect();
     let mut from_send: Vec<f64> = samples.iter().map(|(_, _, l)| *l).collect();
-    Ok(AckReport {
+    AckReport {
         sent: samples.len(),
         ok: samples.iter().filter(|(ok, _, _)| *ok).count(),
         p50_ms: quantile(&mut latencies, 0.50),
@@ -139,5 +149,5 @@ pub(crate) async fn drive(
         max_ms: quantile(&mut latencies, 1.0),
         send_p50_ms: quantile(&mut from_send, 0.50),
         send_p99_ms: quantile(&mut from_send, 0.99),
-    })
+    }
 }

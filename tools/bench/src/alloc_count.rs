@@ -18,10 +18,20 @@ pub(crate) fn totals() -> (u64, u64) {
     (allocs as u64, bytes as u64)
 }
 
+/// Bytes this process has allocated and not yet freed: its heap in use, without the
+/// allocator's own overhead and the freed memory it keeps.
+pub(crate) fn in_use() -> i64 {
+    let stats = GLOBAL.stats();
+    let net = stats.bytes_allocated as i128 - stats.bytes_deallocated as i128
+        + stats.bytes_reallocated as i128;
+    net as i64
+}
+
 /// The line the agent and floor roles print for a `stats` request on stdin.
 pub(crate) fn stats_line() -> String {
     let (allocs, bytes) = totals();
-    format!(r#"{{"allocs":{allocs},"bytes":{bytes}}}"#)
+    let in_use = in_use();
+    format!(r#"{{"allocs":{allocs},"bytes":{bytes},"in_use":{in_use}}}"#)
 }
 
 #[cfg(test)]
@@ -37,5 +47,9 @@ mod tests {
         assert!(allocs1 > allocs0);
         assert!(bytes1 >= bytes0 + 1000);
         assert!(stats_line().starts_with(r#"{"allocs":"#));
+        let before = in_use();
+        let kept = std::hint::black_box(vec![0u8; 4096]);
+        assert!(in_use() >= before + 4096);
+        drop(kept);
     }
 }

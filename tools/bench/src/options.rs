@@ -240,10 +240,10 @@ pub(crate) struct Options {
     pub(crate) json: Option<PathBuf>,
 }
 
-impl Options {
-    /// Parses `[WORKLOAD] [OPTIONS]`.
-    pub(crate) fn parse(args: &[String]) -> Result<Self> {
-        let mut options = Self {
+impl Default for Options {
+    /// Every workload but `llm`, on every setup, with the sizes BENCHMARKS.md quotes.
+    fn default() -> Self {
+        Self {
             live: true,
             replay: true,
             idle: true,
@@ -269,7 +269,14 @@ impl Options {
             python: None,
             agent_prefix: Vec::new(),
             json: None,
-        };
+        }
+    }
+}
+
+impl Options {
+    /// Parses `[WORKLOAD] [OPTIONS]`.
+    pub(crate) fn parse(args: &[String]) -> Result<Self> {
+        let mut options = Self::default();
         let mut runtimes = vec![false];
         let mut rest = args.iter();
         let mut first = true;

@@ -43,6 +43,8 @@ use crate::kernel::AGENT_ID;
 use crate::proc::{cpu_seconds, open_fds, peak_rss_kib, rss_kib};
 use crate::stats::median;
 
+mod tables;
+
 const USAGE: &str = "\
 rebuno-bench scale [OPTIONS]
 
@@ -143,8 +145,10 @@ impl Opts {
     }
 }
 
+/// The key of one point's figures: curve, series, x.
+type Key = (&'static str, &'static str, u64);
 /// One point's figures: (curve, series, x) → metric → value.
-type Figures = BTreeMap<(&'static str, &'static str, u64), BTreeMap<&'static str, f64>>;
+type Figures = BTreeMap<Key, BTreeMap<&'static str, f64>>;
 
 struct Report {
     figures: Figures,
@@ -152,11 +156,11 @@ struct Report {
 }
 
 impl Report {
-    fn put(&mut self, key: (&'static str, &'static str, u64), metric: &'static str, value: f64) {
+    fn put(&mut self, key: Key, metric: &'static str, value: f64) {
         self.figures.entry(key).or_default().insert(metric, value);
     }
 
-    fn get(&self, key: (&'static str, &'static str, u64), metric: &str) -> f64 {
+    fn get(&self, key: Key, metric: &str) -> f64 {
         self.figures
             .get(&key)
             .and_then(|m| m.get(metric))
@@ -209,7 +213,7 @@ pub(crate) async fn run(args: &[String]) -> Result<()> {
         started.elapsed().as_secs_f64(),
         crate::report::loadavg()
     );
-    print_tables(&report);
+    tables::print(&report);
     for note in &report.notes {
         println!("note: {note}");
     }
@@ -241,9 +245,9 @@ impl Agent {
         cpu_seconds(self.pid)
     }
 
-    /// The agent's allocation counters `(allocations, bytes)` so far, asked over its stdin
-    /// (`stats`, answered `{"allocs":N,"bytes":B}`); `None` if it does not answer.
-    async fn allocs(&mut self) -> Allocs {
+    /// The agent's allocation counters, asked over its stdin (`stats`, answered
+    /// `{"allocs":N,"bytes":B,"in_use":U}`); `None` if it does not answer.
+    async fn stats(&mut self) -> Option<Value> {
         use tokio::io::AsyncWriteExt as _;
         let stdin = self.child.stdin.as_mut()?;
         stdin.write_all(b"stats\n").await.ok()?;
@@ -251,8 +255,18 @@ impl Agent {
         let line = tokio::time::timeout(Duration::from_secs(10), self.lines.recv())
             .await
             .ok()??;
-        let stats: Value = serde_json::from_str(&line).ok()?;
+        serde_json::from_str(&line).ok()
+    }
+
+    /// Allocations and bytes allocated so far (see [`Agent::stats`]).
+    async fn allocs(&mut self) -> Allocs {
+        let stats = self.stats().await?;
         Some((stats["allocs"].as_f64()?, stats["bytes"].as_f64()?))
+    }
+
+    /// Heap bytes allocated and not freed (see [`Agent::stats`]).
+    async fn in_use(&mut self) -> Option<f64> {
+        self.stats().await?["in_use"].as_f64()
     }
 
     /// Closes its stdin (it exits on that, so a profiler prefix writes its data), waits, kills.
@@ -520,7 +534,7 @@ type Allocs = Option<(f64, f64)>;
 /// `size` when given).
 fn put_allocs(
     report: &mut Report,
-    key: (&'static str, &'static str, u64),
+    key: Key,
     (before, after): (Allocs, Allocs),
     steps: f64,
     size: Option<u64>,
@@ -546,63 +560,72 @@ impl Env {
     async fn steps(&self, report: &mut Report) -> Result<()> {
         for k in STEPS_K.into_iter().filter(|k| self.opts.point(*k)) {
             let n = (self.opts.budget(20_000) / k).max(4) as usize;
-            let ku = k as usize;
             eprintln!("steps: K = {k}, N = {n}");
             let mut world = self.world(json!({"k": 10, "mode": "live"})).await?;
             let input = json!({"k": k, "mode": "live"});
-            let a0 = world.agent.allocs().await;
-            let (done, cpu, kcpu) = measured(&world.agent, async {
-                live(&world.kernel, n, C, &input).await
-            })
-            .await?;
-            let a1 = world.agent.allocs().await;
-            done.check("steps live")?;
-            let steps = (n * ku) as f64;
-            let key = ("steps", "live", k);
-            put_allocs(report, key, (a0, a1), steps, None);
-            report.put(key, "n", n as f64);
-            report.put(key, "agent_cpu_us_per_step", cpu * 1e6 / steps);
-            report.put(key, "kernel_cpu_us_per_step", kcpu * 1e6 / steps);
-            report.put(key, "wall_ms_per_step", done.wall_median_ms() / k as f64);
-            report.put(key, "steps_per_s", steps / done.elapsed_s);
-            report.put(key, "agent_cpu_s", cpu);
-            eprintln!(
-                "  live: {:.1} µs agent CPU/step, {:.1} kernel, {:.3} ms/step",
-                cpu * 1e6 / steps,
-                kcpu * 1e6 / steps,
-                done.wall_median_ms() / k as f64
-            );
+            let work = live(&world.kernel, n, C, &input);
+            let done = phase(&mut world.agent, "steps live", work).await?;
+            done.put_steps(report, ("steps", "live", k), n);
             let hold_input = json!({"k": k, "mode": "hold"});
-            let ids = hold(&world.kernel, n, ku, C, &hold_input).await?;
-            let a0 = world.agent.allocs().await;
-            let (done, cpu, kcpu) = measured(&world.agent, async {
-                Ok(redeliver(&world.kernel, ids, C).await)
-            })
-            .await?;
-            let a1 = world.agent.allocs().await;
-            done.check("steps replay")?;
-            let key = ("steps", "replay", k);
-            put_allocs(report, key, (a0, a1), steps, None);
-            report.put(key, "n", n as f64);
-            report.put(key, "agent_cpu_us_per_step", cpu * 1e6 / steps);
-            report.put(key, "kernel_cpu_us_per_step", kcpu * 1e6 / steps);
-            report.put(key, "wall_ms_per_step", done.wall_median_ms() / k as f64);
-            report.put(key, "steps_per_s", steps / done.elapsed_s);
-            report.put(key, "agent_cpu_s", cpu);
-            report.put(
-                ("steps", "live", k),
-                "peak_rss_kib",
-                peak_rss_kib(world.agent.pid)? as f64,
-            );
-            eprintln!(
-                "  replay: {:.1} µs agent CPU/step, {:.1} kernel, {:.3} ms/step",
-                cpu * 1e6 / steps,
-                kcpu * 1e6 / steps,
-                done.wall_median_ms() / k as f64
-            );
+            let ids = hold(&world.kernel, n, k as usize, C, &hold_input).await?;
+            let work = async { Ok(redeliver(&world.kernel, ids, C).await) };
+            let done = phase(&mut world.agent, "steps replay", work).await?;
+            done.put_steps(report, ("steps", "replay", k), n);
+            let peak = peak_rss_kib(world.agent.pid)? as f64;
+            report.put(("steps", "live", k), "peak_rss_kib", peak);
             world.stop().await;
         }
         Ok(())
+    }
+}
+
+/// A batch of executions run while the agent was measured.
+struct Phase {
+    done: Batch,
+    /// Agent and kernel CPU seconds over the batch.
+    cpu_s: (f64, f64),
+    /// The agent's allocation counters before and after.
+    allocs: (Allocs, Allocs),
+}
+
+/// Runs `work` (a batch, failing if any execution in it failed) while measuring the agent.
+async fn phase(
+    agent: &mut Agent,
+    label: &str,
+    work: impl std::future::Future<Output = Result<Batch>>,
+) -> Result<Phase> {
+    let before = agent.allocs().await;
+    let (done, cpu, kcpu) = measured(agent, work).await?;
+    let after = agent.allocs().await;
+    done.check(label)?;
+    let (cpu_s, allocs) = ((cpu, kcpu), (before, after));
+    Ok(Phase {
+        done,
+        cpu_s,
+        allocs,
+    })
+}
+
+impl Phase {
+    /// Records a steps-curve point of `n` executions of `key.2` steps each, and prints it.
+    fn put_steps(&self, report: &mut Report, key: Key, n: usize) {
+        let k = key.2 as f64;
+        let steps = n as f64 * k;
+        let (cpu, kcpu) = self.cpu_s;
+        let wall_ms = self.done.wall_median_ms() / k;
+        put_allocs(report, key, self.allocs, steps, None);
+        report.put(key, "n", n as f64);
+        report.put(key, "agent_cpu_us_per_step", cpu * 1e6 / steps);
+        report.put(key, "kernel_cpu_us_per_step", kcpu * 1e6 / steps);
+        report.put(key, "wall_ms_per_step", wall_ms);
+        report.put(key, "steps_per_s", steps / self.done.elapsed_s);
+        report.put(key, "agent_cpu_s", cpu);
+        eprintln!(
+            "  {}: {:.1} µs agent CPU/step, {:.1} kernel, {wall_ms:.3} ms/step",
+            key.1,
+            cpu * 1e6 / steps,
+            kcpu * 1e6 / steps,
+        );
     }
 }
 
@@ -638,46 +661,24 @@ impl Env {
         report: &mut Report,
     ) -> Result<()> {
         let stub = big_stub(size as usize).await?;
-        let (mode, hold_mode, warm) = if series == "tool" {
+        let (mode, hold_mode, replay_series, warm) = if series == "tool" {
             let warm = json!({"k": 1, "mode": "big", "size": 16});
-            ("big", "big_hold", warm)
+            ("big", "big_hold", "tool_replay", warm)
         } else {
             let small = big_stub(16).await?;
             let warm = json!({"k": 1, "mode": "llm", "llm_url": small});
-            ("llm", "llm_hold", warm)
+            ("llm", "llm_hold", "llm_replay", warm)
         };
         let input = |mode: &str| json!({"k": BODY_K, "mode": mode, "size": size, "llm_url": stub});
         let mut world = self.world(warm.clone()).await?;
-        let base = peak_rss_kib(world.agent.pid)?;
-        let steps = (n * BODY_K) as f64;
+        let phase = BodyPhase {
+            label: "live",
+            key: ("bodies", series, size),
+            n,
+        };
         let live_input = input(mode);
-        let a0 = world.agent.allocs().await;
-        let (done, cpu, kcpu) = measured(&world.agent, async {
-            live(&world.kernel, n, 1, &live_input).await
-        })
-        .await?;
-        let a1 = world.agent.allocs().await;
-        done.check("live")?;
-        let peak = peak_rss_kib(world.agent.pid)?;
-        let key = ("bodies", series, size);
-        put_allocs(report, key, (a0, a1), steps, Some(size));
-        let per_step = put_body_point(
-            report,
-            key,
-            BodyPoint {
-                n,
-                steps,
-                size,
-                cpu_s: (cpu, kcpu),
-                wall_ms: done.wall_median_ms(),
-                hwm_kib: (base, peak),
-            },
-        );
-        eprintln!(
-            "  live: {per_step:.0} µs/step ({:.2} ns/B), peak {peak} KiB (base {base}): {:.2} B/B",
-            per_step * 1e3 / size as f64,
-            (peak.saturating_sub(base) * 1024) as f64 / size as f64
-        );
+        let work = live(&world.kernel, n, 1, &live_input);
+        phase.measure(&mut world.agent, work, report).await?;
         // Replay in a second fresh agent process: the first records the steps and waits, is
         // stopped, and the new one (registered in its place) replays them on re-delivery.
         let ids = hold(&world.kernel, n, BODY_K, 1, &input(hold_mode)).await?;
@@ -686,41 +687,55 @@ impl Env {
         let mut agent = self.agent(&kernel).await?;
         let warm_done = live(&kernel, 20, 4, &warm).await?;
         warm_done.check("replay warm-up")?;
-        let base = peak_rss_kib(agent.pid)?;
-        let a0 = agent.allocs().await;
-        let (done, cpu, kcpu) =
-            measured(&agent, async { Ok(redeliver(&kernel, ids, 1).await) }).await?;
-        let a1 = agent.allocs().await;
-        done.check("replay")?;
-        let peak = peak_rss_kib(agent.pid)?;
-        let key = (
-            "bodies",
-            if series == "tool" {
-                "tool_replay"
-            } else {
-                "llm_replay"
-            },
-            size,
-        );
-        put_allocs(report, key, (a0, a1), steps, Some(size));
-        let per_step = put_body_point(
-            report,
-            key,
-            BodyPoint {
-                n,
-                steps,
-                size,
-                cpu_s: (cpu, kcpu),
-                wall_ms: done.wall_median_ms(),
-                hwm_kib: (base, peak),
-            },
-        );
-        eprintln!(
-            "  replay: {per_step:.0} µs/step ({:.2} ns/B), peak {peak} KiB (base {base})",
-            per_step * 1e3 / size as f64
-        );
+        let phase = BodyPhase {
+            label: "replay",
+            key: ("bodies", replay_series, size),
+            n,
+        };
+        let work = async { Ok(redeliver(&kernel, ids, 1).await) };
+        phase.measure(&mut agent, work, report).await?;
         agent.stop().await;
         kernel.shutdown().await;
+        Ok(())
+    }
+}
+
+/// One measured phase of a body-size point: `n` executions of `BODY_K` steps, live or replayed.
+struct BodyPhase {
+    label: &'static str,
+    key: Key,
+    n: usize,
+}
+
+impl BodyPhase {
+    /// Runs `work` while measuring the agent (CPU, allocations, peak RSS) and records the figures.
+    async fn measure(
+        &self,
+        agent: &mut Agent,
+        work: impl std::future::Future<Output = Result<Batch>>,
+        report: &mut Report,
+    ) -> Result<()> {
+        let size = self.key.2;
+        let steps = (self.n * BODY_K) as f64;
+        let base = peak_rss_kib(agent.pid)?;
+        let done = phase(agent, self.label, work).await?;
+        let peak = peak_rss_kib(agent.pid)?;
+        put_allocs(report, self.key, done.allocs, steps, Some(size));
+        let point = BodyPoint {
+            n: self.n,
+            steps,
+            size,
+            cpu_s: done.cpu_s,
+            wall_ms: done.done.wall_median_ms(),
+            hwm_kib: (base, peak),
+        };
+        let per_step = put_body_point(report, self.key, point);
+        eprintln!(
+            "  {}: {per_step:.0} µs/step ({:.2} ns/B), peak {peak} KiB (base {base}): {:.2} B/B",
+            self.label,
+            per_step * 1e3 / size as f64,
+            (peak.saturating_sub(base) * 1024) as f64 / size as f64
+        );
         Ok(())
     }
 }
@@ -776,82 +791,131 @@ impl Env {
     async fn idle(&self, report: &mut Report) -> Result<()> {
         for m in IDLE_M.into_iter().filter(|m| self.opts.point(*m)) {
             eprintln!("idle: M = {m}");
-            let world = self.world(json!({"k": 1, "mode": "live"})).await?;
+            let mut world = self.world(json!({"k": 1, "mode": "live"})).await?;
             tokio::time::sleep(Duration::from_millis(300)).await;
-            let pid = world.agent.pid;
-            let (rss0, fds0, kfds0) = (rss_kib(pid)?, open_fds(pid)?, own_fds());
-            let started = Instant::now();
-            let mut ids = Vec::with_capacity(m as usize);
-            for _ in 0..m {
-                let created = world
-                    .kernel
-                    .create_execution(NewExecution::new(AGENT_ID, json!({"k": 0, "mode": "idle"})))
-                    .await?;
-                ids.push(created.id);
-            }
-            let mut reached;
-            loop {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                reached = ids.iter().filter(|id| waiting(&world.kernel, id)).count();
-                if reached == ids.len() || started.elapsed() > Duration::from_secs(120) {
-                    break;
-                }
-            }
-            let took = started.elapsed().as_secs_f64();
-            if reached < ids.len() {
-                let failed = ids
-                    .iter()
-                    .filter_map(|id| world.kernel.execution(id))
-                    .filter(|e| e.status.is_terminal())
-                    .count();
-                report.note(format!(
-                    "idle M={m}: only {reached} of {m} reached their tool within 120 s ({failed} ended)"
-                ));
-            }
-            // Quiet: wait for the RSS to stop moving.
-            let mut last = rss_kib(pid)?;
-            for _ in 0..20 {
-                tokio::time::sleep(Duration::from_millis(300)).await;
-                let now = rss_kib(pid)?;
-                if now.abs_diff(last) * 100 <= last {
-                    break;
-                }
-                last = now;
-            }
-            let (rss1, fds1, kfds1) = (rss_kib(pid)?, open_fds(pid)?, own_fds());
             let key = ("idle", "at_once", m);
-            let per = |rss: u64| (rss.saturating_sub(rss0) * 1024) as f64 / m as f64;
-            let fds = |fds: usize| (fds as f64 - fds0 as f64) / m as f64;
+            let base = Sample::take(&mut world.agent).await?;
+            let started = Instant::now();
+            let reached = start_waiting(&world.kernel, m, report).await?;
             report.put(key, "reached", reached as f64);
-            report.put(key, "start_s", took);
-            report.put(key, "rss_bytes_per_exec", per(rss1));
-            report.put(key, "fds_per_exec", fds(fds1));
-            report.put(
-                key,
-                "kernel_fds_per_exec",
-                (kfds1 as f64 - kfds0 as f64) / m as f64,
+            report.put(key, "start_s", started.elapsed().as_secs_f64());
+            report.put(key, "peak_hwm_kib", peak_rss_kib(world.agent.pid)? as f64);
+            eprint!(
+                "  {reached} waiting after {:.1} s: ",
+                started.elapsed().as_secs_f64()
             );
-            report.put(key, "peak_hwm_kib", peak_rss_kib(pid)? as f64);
-            eprintln!(
-                "  {reached} waiting after {took:.1} s: RSS {rss0} -> {rss1} KiB ({:.0} B each), fds {fds0} -> {fds1}, kernel fds {kfds0} -> {kfds1}",
-                per(rss1)
-            );
+            quiet(world.agent.pid).await?;
+            let now = Sample::take(&mut world.agent).await?;
+            now.put_per_exec(&base, m, report, key, &AT_ONCE);
             tokio::time::sleep(SETTLE).await;
-            let (rss2, fds2, kfds2) = (rss_kib(pid)?, open_fds(pid)?, own_fds());
-            report.put(key, "settled_rss_bytes_per_exec", per(rss2));
-            report.put(key, "settled_fds_per_exec", fds(fds2));
-            report.put(
-                key,
-                "settled_kernel_fds_per_exec",
-                (kfds2 as f64 - kfds0 as f64) / m as f64,
-            );
-            eprintln!(
-                "  {SETTLE:?} later: RSS {rss2} KiB ({:.0} B each), fds {fds2}, kernel fds {kfds2}",
-                per(rss2)
-            );
+            eprint!("  {SETTLE:?} later: ");
+            let settled = Sample::take(&mut world.agent).await?;
+            settled.put_per_exec(&base, m, report, key, &SETTLED);
             world.stop().await;
         }
         Ok(())
+    }
+}
+
+/// Starts `m` executions that each wait in a tool; returns how many were waiting when all were
+/// or 120 s had passed (noting the shortfall).
+async fn start_waiting(kernel: &DevKernel, m: u64, report: &mut Report) -> Result<usize> {
+    let started = Instant::now();
+    let mut ids = Vec::with_capacity(m as usize);
+    for _ in 0..m {
+        let input = json!({"k": 0, "mode": "idle"});
+        let created = kernel
+            .create_execution(NewExecution::new(AGENT_ID, input))
+            .await?;
+        ids.push(created.id);
+    }
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let reached = ids.iter().filter(|id| waiting(kernel, id)).count();
+        if reached == ids.len() {
+            return Ok(reached);
+        }
+        if started.elapsed() > Duration::from_secs(120) {
+            let failed = ids
+                .iter()
+                .filter_map(|id| kernel.execution(id))
+                .filter(|e| e.status.is_terminal())
+                .count();
+            report.note(format!(
+                "idle M={m}: only {reached} of {m} reached their tool within 120 s ({failed} ended)"
+            ));
+            return Ok(reached);
+        }
+    }
+}
+
+/// Waits (up to 6 s) for the agent's RSS to stop moving by more than 1% in 300 ms.
+async fn quiet(pid: u32) -> Result<()> {
+    let mut last = rss_kib(pid)?;
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let now = rss_kib(pid)?;
+        if now.abs_diff(last) * 100 <= last {
+            break;
+        }
+        last = now;
+    }
+    Ok(())
+}
+
+/// The idle curve's per-execution metrics: RSS, heap in use, agent fds, kernel fds.
+type Names = [&'static str; 4];
+const AT_ONCE: Names = [
+    "rss_bytes_per_exec",
+    "heap_bytes_per_exec",
+    "fds_per_exec",
+    "kernel_fds_per_exec",
+];
+/// The same, `SETTLE` later.
+const SETTLED: Names = [
+    "settled_rss_bytes_per_exec",
+    "settled_heap_bytes_per_exec",
+    "settled_fds_per_exec",
+    "settled_kernel_fds_per_exec",
+];
+
+/// What the agent and the kernel hold at one moment of the idle curve.
+struct Sample {
+    rss_kib: u64,
+    fds: usize,
+    kernel_fds: usize,
+    /// The agent's heap in use (allocated, not freed), when it answers `stats`.
+    heap: Option<f64>,
+}
+
+impl Sample {
+    async fn take(agent: &mut Agent) -> Result<Self> {
+        Ok(Self {
+            rss_kib: rss_kib(agent.pid)?,
+            fds: open_fds(agent.pid)?,
+            kernel_fds: own_fds(),
+            heap: agent.in_use().await,
+        })
+    }
+
+    /// Records what each of `m` executions added since `base`, under `names` (RSS, heap, agent
+    /// fds, kernel fds).
+    fn put_per_exec(&self, base: &Sample, m: u64, report: &mut Report, key: Key, names: &Names) {
+        let m = m as f64;
+        let rss = (self.rss_kib.saturating_sub(base.rss_kib) * 1024) as f64 / m;
+        let heap = match (self.heap, base.heap) {
+            (Some(now), Some(then)) => (now - then) / m,
+            _ => f64::NAN,
+        };
+        let fds = (self.fds as f64 - base.fds as f64) / m;
+        let kernel_fds = (self.kernel_fds as f64 - base.kernel_fds as f64) / m;
+        for (name, value) in names.iter().zip([rss, heap, fds, kernel_fds]) {
+            report.put(key, name, value);
+        }
+        eprintln!(
+            "RSS {} -> {} KiB ({rss:.0} B each, heap in use {heap:.0} B each), fds {} -> {}, kernel fds {} -> {}",
+            base.rss_kib, self.rss_kib, base.fds, self.fds, base.kernel_fds, self.kernel_fds
+        );
     }
 }
 
@@ -919,15 +983,7 @@ impl Env {
     }
 }
 
-fn put_fan(
-    report: &mut Report,
-    key: (&'static str, &'static str, u64),
-    n: usize,
-    done: &Batch,
-    cpu: f64,
-    kcpu: f64,
-    steps: f64,
-) {
+fn put_fan(report: &mut Report, key: Key, n: usize, done: &Batch, cpu: f64, kcpu: f64, steps: f64) {
     report.put(key, "n", n as f64);
     report.put(key, "completed", done.completed() as f64);
     report.put(key, "failed", done.failed as f64);
@@ -937,146 +993,6 @@ fn put_fan(
     report.put(key, "steps_per_s", steps / done.elapsed_s);
     if let Some(failure) = &done.first_failure {
         eprintln!("  first failure: {failure}");
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Output.
-
-fn cell(value: f64, decimals: usize) -> String {
-    if value.is_finite() {
-        format!("{value:.decimals$}")
-    } else {
-        "-".to_owned()
-    }
-}
-
-fn print_tables(report: &Report) {
-    let xs = |curve: &str| -> Vec<u64> {
-        let mut xs: Vec<u64> = report
-            .figures
-            .keys()
-            .filter(|(c, _, _)| *c == curve)
-            .map(|(_, _, x)| *x)
-            .collect();
-        xs.sort_unstable();
-        xs.dedup();
-        xs
-    };
-    let g = |curve, series, x, metric| report.get((curve, series, x), metric);
-    let steps = xs("steps");
-    if !steps.is_empty() {
-        println!("### Steps per execution (C = {C} in flight; kernel = the driver process)\n");
-        println!(
-            "| K | N | agent CPU/step live (µs) | replayed (µs) | wall/step live (ms) | replayed (ms) | kernel CPU/step live (µs) | replayed (µs) | agent allocs/step live / replayed | agent peak RSS (MiB) |"
-        );
-        println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-        for k in steps {
-            println!(
-                "| {k} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} |",
-                cell(g("steps", "live", k, "n"), 0),
-                cell(g("steps", "live", k, "agent_cpu_us_per_step"), 1),
-                cell(g("steps", "replay", k, "agent_cpu_us_per_step"), 1),
-                cell(g("steps", "live", k, "wall_ms_per_step"), 3),
-                cell(g("steps", "replay", k, "wall_ms_per_step"), 3),
-                cell(g("steps", "live", k, "kernel_cpu_us_per_step"), 1),
-                cell(g("steps", "replay", k, "kernel_cpu_us_per_step"), 1),
-                cell(g("steps", "live", k, "allocs_per_step"), 1),
-                cell(g("steps", "replay", k, "allocs_per_step"), 1),
-                cell(g("steps", "live", k, "peak_rss_kib") / 1024.0, 1),
-            );
-        }
-        println!();
-    }
-    let sizes = xs("bodies");
-    if !sizes.is_empty() {
-        println!(
-            "### Body sizes (K = {BODY_K} steps per execution, 1 in flight; fresh agent per point, another for the replay)\n"
-        );
-        println!(
-            "| S | series | N·K | agent CPU/step (µs) | ns/byte | wall/step (ms) | kernel CPU/step (µs) | peak RSS (MiB) | (peak − base)/S | allocated bytes/S per step |"
-        );
-        println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
-        for size in sizes {
-            for series in ["tool", "tool_replay", "llm", "llm_replay"] {
-                let key = ("bodies", series, size);
-                if !report.figures.contains_key(&key) {
-                    continue;
-                }
-                if report.get(key, "failed") > 0.0 {
-                    println!(
-                        "| {} | {series} | failed (see the notes) ||||||||",
-                        human(size)
-                    );
-                    continue;
-                }
-                println!(
-                    "| {} | {series} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                    human(size),
-                    cell(report.get(key, "n") * BODY_K as f64, 0),
-                    cell(report.get(key, "agent_cpu_us_per_step"), 0),
-                    cell(report.get(key, "ns_per_byte"), 2),
-                    cell(report.get(key, "wall_ms_per_step"), 2),
-                    cell(report.get(key, "kernel_cpu_us_per_step"), 0),
-                    cell(report.get(key, "peak_hwm_kib") / 1024.0, 1),
-                    cell(report.get(key, "extra_peak_per_byte"), 2),
-                    cell(report.get(key, "alloc_bytes_per_byte"), 1),
-                );
-            }
-        }
-        println!();
-    }
-    let ms = xs("idle");
-    if !ms.is_empty() {
-        println!("### Executions waiting in a tool, all started at once\n");
-        println!(
-            "| M | waiting | RSS/execution (KB) | agent fds/execution | 7 s later: RSS/execution (KB) | fds/execution | kernel fds/execution (then, 7 s later) |"
-        );
-        println!("|---:|---:|---:|---:|---:|---:|---:|");
-        for m in ms {
-            let key = ("idle", "at_once", m);
-            println!(
-                "| {m} | {} | {} | {} | {} | {} | {} / {} |",
-                cell(report.get(key, "reached"), 0),
-                cell(report.get(key, "rss_bytes_per_exec") / 1e3, 2),
-                cell(report.get(key, "fds_per_exec"), 2),
-                cell(report.get(key, "settled_rss_bytes_per_exec") / 1e3, 2),
-                cell(report.get(key, "settled_fds_per_exec"), 2),
-                cell(report.get(key, "kernel_fds_per_exec"), 2),
-                cell(report.get(key, "settled_kernel_fds_per_exec"), 2),
-            );
-        }
-        println!();
-    }
-    let fs = xs("fanout");
-    if !fs.is_empty() {
-        println!("### Concurrent tool calls inside one execution (C = {C} executions in flight)\n");
-        println!(
-            "| F | N | completed live / replayed | agent CPU/step live (µs) | replayed (µs) | wall/execution live (ms) | replayed (ms) | kernel CPU/step live (µs) |"
-        );
-        println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
-        for f in fs {
-            println!(
-                "| {f} | {} | {} / {} | {} | {} | {} | {} | {} |",
-                cell(g("fanout", "live", f, "n"), 0),
-                cell(g("fanout", "live", f, "completed"), 0),
-                cell(g("fanout", "replay", f, "completed"), 0),
-                cell(g("fanout", "live", f, "agent_cpu_us_per_step"), 1),
-                cell(g("fanout", "replay", f, "agent_cpu_us_per_step"), 1),
-                cell(g("fanout", "live", f, "wall_ms_per_exec"), 2),
-                cell(g("fanout", "replay", f, "wall_ms_per_exec"), 2),
-                cell(g("fanout", "live", f, "kernel_cpu_us_per_step"), 1),
-            );
-        }
-        println!();
-    }
-}
-
-fn human(size: u64) -> String {
-    if size >= 1 << 20 {
-        format!("{} MiB", size >> 20)
-    } else {
-        format!("{} KiB", size >> 10)
     }
 }
 
@@ -1129,11 +1045,7 @@ struct BodyPoint {
 }
 
 /// Records `point`'s figures under `key`; returns the agent's CPU µs per step.
-fn put_body_point(
-    report: &mut Report,
-    key: (&'static str, &'static str, u64),
-    point: BodyPoint,
-) -> f64 {
+fn put_body_point(report: &mut Report, key: Key, point: BodyPoint) -> f64 {
     let (cpu, kcpu) = point.cpu_s;
     let (base, peak) = point.hwm_kib;
     let size = point.size as f64;
