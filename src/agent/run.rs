@@ -21,6 +21,10 @@ enum Ending {
 
 /// Runs `handler` for one dispatch of `execution_id`. Never fails: every outcome is recorded on
 /// the kernel or logged, and a lost dispatch is re-delivered by the kernel.
+///
+/// This future is held for as long as the handler waits, and a future is as large as its
+/// largest state: the kernel round trips before and after the handler are boxed, and the
+/// fetched execution lives in [`open`], not here.
 pub(crate) async fn run_dispatch(
     agent_id: &str,
     kernel: KernelClient,
@@ -29,41 +33,52 @@ pub(crate) async fn run_dispatch(
     lease: Lease,
     deadline: Option<Deadline>,
 ) {
+    let opened = Box::pin(open(agent_id, kernel, execution_id, lease, deadline)).await;
+    let Some(context) = opened else {
+        return;
+    };
+    let ending = match handler.start(context.input()) {
+        Ok(run) => {
+            // Deferred work (an LLM stream dropped early, still to be recorded) runs under the
+            // heartbeat too: it may retry for a while, and a superseded run must not finish it.
+            let run = std::pin::pin!(async {
+                let outcome = catch_handler_panic(context.scope(run)).await;
+                context.settle().await;
+                outcome
+            });
+            let outcome = heartbeating(&context, run).await;
+            ending(&context, outcome)
+        }
+        Err(detail) => Ending::Failure(input_invalid(&detail)),
+    };
+    Box::pin(record(&context, ending)).await;
+}
+
+/// Fetches the execution and makes the run's context; `None` (logged) when there is nothing
+/// to run: the kernel could not be asked, or the execution already ended.
+async fn open(
+    agent_id: &str,
+    kernel: KernelClient,
+    execution_id: &str,
+    lease: Lease,
+    deadline: Option<Deadline>,
+) -> Option<ExecutionContext> {
     let execution = match kernel.get_execution(execution_id).await {
         Ok(execution) => execution,
         Err(error) => {
             crate::spans::record_stop(error.kind());
-            return log_stop(
-                &kernel,
-                agent_id,
-                &lease,
-                &error,
-                "could not fetch the execution",
-            );
+            let why = "could not fetch the execution";
+            log_stop(&kernel, agent_id, &lease, &error, why);
+            return None;
         }
     };
     if execution.status.is_terminal() {
         crate::spans::record_stop(ErrorKind::Terminated);
         tracing::debug!(status = ?execution.status, "execution already terminal; nothing to do");
-        return;
+        return None;
     }
     tracing::info!(status = ?execution.status, "run started");
-    let context = ExecutionContext::new(kernel, &execution, lease, deadline);
-    let ending = match handler.start(execution.input) {
-        Ok(run) => {
-            // Deferred work (an LLM stream dropped early, still to be recorded) runs under the
-            // heartbeat too: it may retry for a while, and a superseded run must not finish it.
-            let outcome = heartbeating(&context, async {
-                let outcome = catch_handler_panic(context.scope(run)).await;
-                context.settle().await;
-                outcome
-            })
-            .await;
-            ending(&context, outcome)
-        }
-        Err(detail) => Ending::Failure(input_invalid(&detail)),
-    };
-    record(&context, ending).await;
+    Some(ExecutionContext::new(kernel, execution, lease, deadline))
 }
 
 /// Turns a panic in the handler (or a tool or step body it awaits) into a handler error, so the
@@ -82,12 +97,13 @@ where
 }
 
 /// Runs `handler` while renewing the lease; a superseded lease drops (cancels) the handler.
+/// The handler comes pinned by the caller: pinning it here would move it into this future, which
+/// then held it twice (as its argument and as the pinned local).
 async fn heartbeating<F>(context: &ExecutionContext, handler: F) -> Result<Value, HandlerError>
 where
-    F: std::future::Future<Output = Result<Value, HandlerError>>,
+    F: std::future::Future<Output = Result<Value, HandlerError>> + Unpin,
 {
     let heartbeat = std::pin::pin!(heartbeat_loop(context));
-    let handler = std::pin::pin!(handler);
     match select(handler, heartbeat).await {
         Either::Left((outcome, _)) => outcome,
         Either::Right((stopped, _)) => Err(stopped.into()),
@@ -99,11 +115,9 @@ async fn heartbeat_loop(context: &ExecutionContext) -> Error {
     let interval = context.lease().heartbeat_interval();
     loop {
         context.kernel().runtime().sleep(interval).await;
-        match context
-            .kernel()
-            .heartbeat(context.id(), context.lease())
-            .await
-        {
+        // Boxed: the round trip would otherwise sit in the run's future between heartbeats.
+        let renewed = Box::pin(context.kernel().heartbeat(context.id(), context.lease()));
+        match renewed.await {
             Ok(()) => tracing::trace!("lease renewed"),
             Err(error) if error.is_control_flow() => return context.note(error),
             Err(error) => {

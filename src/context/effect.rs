@@ -101,7 +101,7 @@ impl ExecutionContext {
 
     async fn decide_and_run<R, Fut>(
         &self,
-        effect: Effect<'_>,
+        mut effect: Effect<'_>,
         exclusive: Option<Exclusive>,
         retry: Option<&RetryPolicy>,
         body: impl FnMut() -> Fut,
@@ -114,6 +114,9 @@ impl ExecutionContext {
         // round trips would otherwise sit inline in every caller's future (and in the user's
         // handler) while the tool body, which needs a few bytes, runs for minutes.
         let decision = Box::pin(self.submit(&effect)).await?;
+        // The kernel has the arguments now; not held while the body runs (a retry decodes its
+        // own copy, kept by the caller).
+        effect.args = Value::Null;
         let step_id = decision.step_id.clone().unwrap_or_default();
         record_decision(&tracing::Span::current(), &decision);
         match decision.decision {

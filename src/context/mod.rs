@@ -110,22 +110,24 @@ fn is_the_executions(deadline: Option<Deadline>, execution: Option<&str>) -> boo
 }
 
 impl ExecutionContext {
+    /// The context of a dispatch of `execution`, keeping what a run needs of it (the rest is
+    /// dropped here, not held while the handler waits).
     pub(crate) fn new(
         kernel: KernelClient,
-        execution: &crate::wire::Execution,
+        execution: crate::wire::Execution,
         lease: Lease,
         deadline: Option<Deadline>,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 kernel,
-                id: execution.id.clone(),
-                agent_id: execution.agent_id.clone(),
-                session: execution.session.clone(),
-                input: execution.input.clone(),
-                deadline_at: execution.deadline_at.clone(),
-                lease,
                 deadline: earliest(deadline, execution.deadline_at.as_deref()),
+                id: execution.id,
+                agent_id: execution.agent_id,
+                session: execution.session,
+                input: execution.input,
+                deadline_at: execution.deadline_at,
+                lease,
                 control: Mutex::new(None),
                 kernel_lost: std::sync::atomic::AtomicBool::new(false),
                 state: Mutex::new(None),

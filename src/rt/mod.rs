@@ -34,6 +34,14 @@ impl Task {
     }
 }
 
+#[cfg(test)]
+impl Task {
+    /// The size of the future this task holds (what a waiting task keeps in memory).
+    pub(crate) fn future_size(&self) -> usize {
+        std::mem::size_of_val(&*self.0)
+    }
+}
+
 impl Future for Task {
     type Output = ();
 
