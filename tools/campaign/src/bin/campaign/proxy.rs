@@ -148,11 +148,7 @@ async fn read_chunked_body<R: tokio::io::AsyncRead + Unpin>(
 ) -> std::io::Result<()> {
     let mut line = Vec::new();
     loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line).await? == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        raw.extend_from_slice(&line);
+        read_raw_line(reader, raw, &mut line).await?;
         let size_text = String::from_utf8_lossy(&line);
         let size_text = size_text.trim().split(';').next().unwrap_or("").to_owned();
         let size = usize::from_str_radix(&size_text, 16)
@@ -174,15 +170,26 @@ async fn read_trailers<R: tokio::io::AsyncRead + Unpin>(
 ) -> std::io::Result<()> {
     let mut line = Vec::new();
     loop {
-        line.clear();
-        if reader.read_until(b'\n', &mut line).await? == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        raw.extend_from_slice(&line);
+        read_raw_line(reader, raw, &mut line).await?;
         if line == b"\r\n" || line == b"\n" {
             return Ok(());
         }
     }
+}
+
+/// Reads one line into `line` and appends it to `raw`, as sent; the end of the stream here is
+/// an error (the message was cut).
+async fn read_raw_line<R: tokio::io::AsyncRead + Unpin>(
+    reader: &mut BufReader<R>,
+    raw: &mut Vec<u8>,
+    line: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    line.clear();
+    if reader.read_until(b'\n', line).await? == 0 {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
+    raw.extend_from_slice(line);
+    Ok(())
 }
 
 /// Which settle call a request path is, if any.
