@@ -106,7 +106,8 @@ pub use crate::refusal::{REFUSAL_TYPE, Refusal, RefusalKind, raise_for_refusal};
     all(feature = "rt-tokio", not(target_arch = "wasm32"))
 ))]
 pub async fn fetch(request: http::Request<bytes::Bytes>) -> crate::Result<http::Response<LlmBody>> {
-    shared()?.send(request).await
+    // Boxed, so the caller's future keeps the request only (see `DurableLlm::send`).
+    Box::pin(shared()?.send(request)).await
 }
 
 /// One service per process on native targets (its connection pool is shared), over the

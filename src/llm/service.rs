@@ -184,7 +184,9 @@ impl<S> DurableLlm<S> {
         Self: Service<http::Request<Bytes>, Response = http::Response<LlmBody>, Error = Error>
             + Clone,
     {
-        let mut response = oneshot(self.clone(), request).await?;
+        // Boxed: the whole durable call would otherwise sit inline in the caller's future (a
+        // handler's), which keeps its largest state for as long as the handler runs.
+        let mut response = Box::pin(oneshot(self.clone(), request)).await?;
         match response
             .extensions_mut()
             .remove::<crate::refusal::Refusal>()
