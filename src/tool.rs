@@ -344,7 +344,12 @@ where
         let recorded = serde_json::to_value(&args)
             .map_err(|e| Error::serde("tool arguments are not JSON", e))?;
         // Retries decode the arguments again from their record: the first attempt took them.
-        let again = self.retry.retries().then(|| Box::new(recorded.clone()));
+        // Kept as JSON text, not a `Value` clone: it waits as long as the body runs, and a
+        // `Value` map costs a whole B-tree node (632 bytes) even for one field.
+        let again = (self.retry.retries())
+            .then(|| serde_json::to_vec(&recorded))
+            .transpose()
+            .map_err(|e| Error::serde("tool arguments are not JSON", e))?;
         let effect = Effect {
             kind: "tool_call",
             target: &self.spec.name,
@@ -370,10 +375,10 @@ where
     }
 }
 
-/// A retry's arguments, decoded from the first attempt's record.
-fn decode_again<A: DeserializeOwned>(recorded: Option<&Value>) -> std::result::Result<A, BoxError> {
+/// A retry's arguments, decoded from the first attempt's record (its JSON text).
+fn decode_again<A: DeserializeOwned>(recorded: Option<&[u8]>) -> std::result::Result<A, BoxError> {
     let recorded = recorded.ok_or("a tool without retries ran twice")?;
-    serde_json::from_value(recorded.clone()).map_err(|e| {
+    serde_json::from_slice(recorded).map_err(|e| {
         format!("the recorded arguments do not decode into the tool's argument type again: {e}")
             .into()
     })
