@@ -346,7 +346,9 @@ where
         // Retries decode the arguments again from their record: the first attempt took them.
         // Kept as JSON text, not a `Value` clone: it waits as long as the body runs, and a
         // `Value` map costs a whole B-tree node (632 bytes) even for one field.
-        let again = (self.retry.retries())
+        let again = self
+            .retry
+            .retries()
             .then(|| serde_json::to_vec(&recorded))
             .transpose()
             .map_err(|e| Error::serde("tool arguments are not JSON", e))?;

@@ -25,19 +25,19 @@ struct Settlement<'a> {
 
 impl<'a> Settlement<'a> {
     fn result(result: &'a Value, captures: &'a Captures) -> Self {
-        let error = None;
+        let result = Some(result);
         Self {
-            result: Some(result),
-            error,
+            result,
+            error: None,
             captures,
         }
     }
 
     fn error(error: &'a Value, captures: &'a Captures) -> Self {
-        let result = None;
+        let error = Some(error);
         Self {
-            result,
-            error: Some(error),
+            result: None,
+            error,
             captures,
         }
     }
